@@ -1,0 +1,201 @@
+"""The catalog: vaultmem's own record of every note file it has seen, in SQLite (stdlib).
+
+It holds what the engines do not: each file's stat and content hash (for incremental sync),
+the normalised frontmatter, chunk headings, line ranges and text (for hits and snippets), the
+derived supersession state, skipped files with their reasons, and a `pending` list that makes
+writes crash-safe (a note is marked pending before the engines change and cleared after, so a
+restart redoes exactly the interrupted notes). It never touches the notes themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from .config import Vault
+from .notes import Note
+from .supersession import Facts, compute
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE IF NOT EXISTS vaults (name TEXT PRIMARY KEY, root TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS notes (
+    key TEXT PRIMARY KEY, vault TEXT NOT NULL, path TEXT NOT NULL,
+    size INTEGER, mtime_ns INTEGER, hash TEXT,
+    status TEXT NOT NULL, reason TEXT,
+    topic TEXT, tags TEXT, kind TEXT, date TEXT, date_ts REAL, importance REAL,
+    supersedes TEXT, entities TEXT, summary TEXT, preview TEXT, meta TEXT, errors TEXT,
+    superseded_by TEXT, indexed_at REAL
+);
+CREATE INDEX IF NOT EXISTS notes_vault ON notes(vault);
+CREATE TABLE IF NOT EXISTS chunks (
+    id TEXT PRIMARY KEY, note TEXT NOT NULL, ord INTEGER, heading TEXT,
+    line_start INTEGER, line_end INTEGER, text TEXT, hash TEXT
+);
+CREATE INDEX IF NOT EXISTS chunks_note ON chunks(note);
+CREATE TABLE IF NOT EXISTS pending (key TEXT PRIMARY KEY);
+"""
+
+
+@dataclass(frozen=True)
+class FileState:
+    size: int
+    mtime_ns: int
+    hash: str | None
+    status: str
+
+
+def chunk_id(note_key: str, ord_: int) -> str:
+    return f"{note_key}#{ord_}"
+
+
+class Catalog:
+    def __init__(self, path: Path, readonly: bool = False):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
+        self.db = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        self.db.row_factory = sqlite3.Row
+        if not readonly:
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.executescript(SCHEMA)
+
+    def close(self) -> None:
+        self.db.close()
+
+    # -------------------------------------------------------------- meta and vaults
+
+    def get_meta(self, k: str) -> str | None:
+        row = self.db.execute("SELECT v FROM meta WHERE k=?", (k,)).fetchone()
+        return row[0] if row else None
+
+    def set_meta(self, k: str, v: str) -> None:
+        self.db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, v))
+
+    def vaults(self) -> list[Vault]:
+        return [Vault(r["name"], Path(r["root"])) for r in self.db.execute("SELECT * FROM vaults ORDER BY name")]
+
+    def put_vault(self, vault: Vault) -> None:
+        self.db.execute("INSERT OR REPLACE INTO vaults VALUES (?, ?)", (vault.name, str(vault.root)))
+
+    # -------------------------------------------------------------- sync state
+
+    def files(self, vault: str) -> dict[str, FileState]:
+        rows = self.db.execute("SELECT key, size, mtime_ns, hash, status FROM notes WHERE vault=?", (vault,))
+        return {r[0]: FileState(r[1], r[2], r[3], r[4]) for r in rows}
+
+    def pending(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT key FROM pending")}
+
+    def mark_pending(self, keys: Iterable[str]) -> None:
+        with self.db:
+            self.db.executemany("INSERT OR IGNORE INTO pending VALUES (?)", [(k,) for k in keys])
+
+    def touch(self, key: str, size: int, mtime_ns: int) -> None:
+        self.db.execute("UPDATE notes SET size=?, mtime_ns=? WHERE key=?", (size, mtime_ns, key))
+
+    def write(self, notes: list[tuple[Note, int, int, str, list[str]]],
+              skipped: list[tuple[str, str, str, int, int, str | None, str]],
+              removed: Iterable[str], done: Iterable[str]) -> None:
+        """One transaction: upsert `notes` (note, size, mtime_ns, hash, chunk hashes), record
+        `skipped` (key, vault, path, size, mtime_ns, hash, reason), drop `removed`, and clear
+        `done` from pending."""
+        now = time.time()
+        with self.db:
+            keys = [n.key for n, *_ in notes] + [s[0] for s in skipped] + list(removed)
+            self.db.executemany("DELETE FROM chunks WHERE note=?", [(k,) for k in keys])
+            self.db.executemany("DELETE FROM notes WHERE key=?", [(k,) for k in keys])
+            for note, size, mtime_ns, digest, hashes in notes:
+                self.db.execute(
+                    "INSERT INTO notes VALUES (?,?,?,?,?,?,'ok',NULL,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?)",
+                    (note.key, note.vault, note.path, size, mtime_ns, digest,
+                     note.topic, json.dumps(list(note.tags), ensure_ascii=False), note.kind, note.date,
+                     note.date_ts, note.importance, json.dumps(list(note.supersedes), ensure_ascii=False),
+                     json.dumps(list(note.entities), ensure_ascii=False), note.summary, note.preview,
+                     json.dumps(note.meta, ensure_ascii=False, default=str),
+                     json.dumps(list(note.errors), ensure_ascii=False), now),
+                )
+                self.db.executemany(
+                    "INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?)",
+                    [(chunk_id(note.key, c.ord), note.key, c.ord, c.heading, c.line_start, c.line_end, c.text, h)
+                     for c, h in zip(note.chunks, hashes)],
+                )
+            for key, vault, path, size, mtime_ns, digest, reason in skipped:
+                self.db.execute(
+                    "INSERT INTO notes (key, vault, path, size, mtime_ns, hash, status, reason, indexed_at)"
+                    " VALUES (?,?,?,?,?,?,'skipped',?,?)",
+                    (key, vault, path, size, mtime_ns, digest, reason, now),
+                )
+            self.db.executemany("DELETE FROM pending WHERE key=?", [(k,) for k in done])
+
+    # -------------------------------------------------------------- supersession
+
+    def facts(self) -> list[Facts]:
+        rows = self.db.execute(
+            "SELECT key, vault, path, topic, date_ts, mtime_ns, supersedes FROM notes WHERE status='ok'")
+        return [Facts(r[0], r[1], r[2], r[3], r[4], (r[5] or 0) / 1e9, tuple(json.loads(r[6] or "[]")))
+                for r in rows]
+
+    def recompute_supersession(self) -> int:
+        """Derive every note's superseded_by from the facts; return how many rows changed."""
+        state = compute(self.facts())
+        old = {r[0]: r[1] for r in self.db.execute("SELECT key, superseded_by FROM notes WHERE status='ok'")}
+        changes = [(v, k) for k, v in state.items() if old.get(k) != v]
+        with self.db:
+            self.db.executemany("UPDATE notes SET superseded_by=? WHERE key=?", changes)
+        return len(changes)
+
+    # -------------------------------------------------------------- reads for search
+
+    def superseded(self) -> set[str]:
+        return {r[0] for r in self.db.execute(
+            "SELECT key FROM notes WHERE status='ok' AND superseded_by IS NOT NULL")}
+
+    def select(self, *, vaults: list[str] | None = None, kinds: list[str] | None = None,
+               topic: str | None = None, current_only: bool = True) -> list[sqlite3.Row]:
+        sql = "SELECT key, tags, topic FROM notes WHERE status='ok'"
+        args: list[Any] = []
+        if vaults:
+            sql += f" AND vault IN ({','.join('?' * len(vaults))})"
+            args += vaults
+        if kinds:
+            sql += f" AND kind IN ({','.join('?' * len(kinds))})"
+            args += kinds
+        if current_only:
+            sql += " AND superseded_by IS NULL"
+        return self.db.execute(sql, args).fetchall()
+
+    def notes(self, keys: Iterable[str]) -> dict[str, sqlite3.Row]:
+        keys = list(keys)
+        out: dict[str, sqlite3.Row] = {}
+        for i in range(0, len(keys), 500):
+            part = keys[i : i + 500]
+            for r in self.db.execute(f"SELECT * FROM notes WHERE key IN ({','.join('?' * len(part))})", part):
+                out[r["key"]] = r
+        return out
+
+    def chunks(self, ids: Iterable[str]) -> dict[str, sqlite3.Row]:
+        ids = list(ids)
+        out: dict[str, sqlite3.Row] = {}
+        for i in range(0, len(ids), 500):
+            part = ids[i : i + 500]
+            for r in self.db.execute(f"SELECT * FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
+                out[r["id"]] = r
+        return out
+
+    def first_chunk(self, note_key: str) -> sqlite3.Row | None:
+        return self.db.execute("SELECT * FROM chunks WHERE note=? ORDER BY ord LIMIT 1", (note_key,)).fetchone()
+
+    def counts(self) -> dict[str, int]:
+        r = self.db.execute(
+            "SELECT SUM(status='ok'), SUM(status='skipped'), SUM(status='ok' AND superseded_by IS NULL) FROM notes"
+        ).fetchone()
+        chunks = self.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
+        return {"notes": r[0] or 0, "skipped": r[1] or 0, "current": r[2] or 0, "chunks": chunks}
+
+    def skipped(self) -> list[sqlite3.Row]:
+        return self.db.execute("SELECT key, path, reason FROM notes WHERE status='skipped' ORDER BY key").fetchall()

@@ -1,0 +1,264 @@
+"""Settings, resolved in exactly one place: defaults < config file < environment < flags.
+
+`resolve()` is the only function that reads the config file or the environment; everything else
+receives a frozen `Settings`. Ranking weights and thresholds live here as data, not as literals in
+search code. The documented copy of every default is `config/vaultmem.toml`; a test keeps the two
+equal.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import ConfigError
+
+DEFAULTS: dict[str, Any] = {
+    "state_dir": "",  # empty: $XDG_STATE_HOME/vaultmem
+    "vaults": {},  # name -> directory
+    "index": {
+        "include": ["**/CLAUDE.md", "**/memory/**/*.md"],
+        "exclude": [
+            "**/.git/**", "**/node_modules/**", "**/.venv/**", "**/__pycache__/**",
+            "**/.obsidian/**", "**/.trash/**",
+            "**/.*.swp", "**/.*.swx", "**/*~", "**/.#*", "**/*.tmp", "**/4913",
+        ],
+        "max_file_bytes": 5_000_000,
+        "chunk_chars": 1500,
+        "preview_chars": 500,
+        "batch_files": 256,
+    },
+    "embedder": {
+        "kind": "use",  # use (bundled, offline) | ollama | openai
+        "model": "",
+        "url": "",
+        "api_key_env": "",
+        "dim": 0,  # remote embedders: 0 asks the endpoint once
+        "batch_size": 64,
+        "threads": 0,  # 0: all cores
+        "vector_dtype": "float16",
+    },
+    "search": {
+        "mode": "hybrid",
+        "k": 10,
+        "candidates": 100,
+        "text_weight": 0.6,
+        "vector_weight": 0.4,
+        "rrf_k": 60,
+        "fusion": "rrf",
+        "importance_weight": 0.2,
+        "entity_weight": 0.05,
+        "entity_cap": 0.15,
+        "half_life_days": 0.0,  # 0: no time decay
+        "snippet_chars": 240,
+    },
+}
+
+ENV = {
+    "VAULTMEM_STATE_DIR": ("state_dir",),
+    "VAULTMEM_EMBEDDER": ("embedder", "kind"),
+    "VAULTMEM_EMBEDDER_URL": ("embedder", "url"),
+    "VAULTMEM_EMBEDDER_MODEL": ("embedder", "model"),
+}
+
+
+@dataclass(frozen=True)
+class Vault:
+    name: str
+    root: Path
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    include: tuple[str, ...]
+    exclude: tuple[str, ...]
+    max_file_bytes: int
+    chunk_chars: int
+    preview_chars: int
+    batch_files: int
+
+
+@dataclass(frozen=True)
+class EmbedderSettings:
+    kind: str
+    model: str
+    url: str
+    api_key_env: str
+    dim: int
+    batch_size: int
+    threads: int
+    vector_dtype: str
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    mode: str
+    k: int
+    candidates: int
+    text_weight: float
+    vector_weight: float
+    rrf_k: float
+    fusion: str
+    importance_weight: float
+    entity_weight: float
+    entity_cap: float
+    half_life_days: float
+    snippet_chars: int
+
+
+@dataclass(frozen=True)
+class Settings:
+    state_dir: Path
+    vaults: tuple[Vault, ...]
+    index: IndexSettings
+    embedder: EmbedderSettings
+    search: SearchSettings
+    config_file: Path | None = None
+    debug: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+def default_config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+    return Path(base) / "vaultmem" / "vaultmem.toml"
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return Path(base) / "vaultmem"
+
+
+def _merge(base: dict, over: dict, where: str) -> None:
+    for key, value in over.items():
+        if key not in base:
+            raise ConfigError(f"{where}: unknown setting '{key}'")
+        if isinstance(base[key], dict) and key != "vaults":
+            if not isinstance(value, dict):
+                raise ConfigError(f"{where}: '{key}' must be a table")
+            _merge(base[key], value, f"{where} [{key}]")
+        else:
+            base[key] = value
+
+
+def parse_vault_arg(arg: str) -> tuple[str | None, str]:
+    """`DIR` or `NAME=DIR` (a name is a plain word, so a path with '=' still works as DIR)."""
+    m = re.fullmatch(r"([A-Za-z0-9_.-]+)=(.+)", arg)
+    if m and not os.path.exists(arg):
+        return m.group(1), m.group(2)
+    return None, arg
+
+
+def _vault_name(root: Path) -> str:
+    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", root.name).strip("-.") or "vault"
+    return name
+
+
+def make_vaults(items: list[tuple[str | None, str]]) -> tuple[Vault, ...]:
+    vaults: list[Vault] = []
+    for name, raw in items:
+        root = Path(os.path.expanduser(str(raw))).resolve()
+        base = name or _vault_name(root)
+        unique, n = base, 2
+        while any(v.name == unique for v in vaults):
+            unique, n = f"{base}-{n}", n + 1
+        if name and unique != name:
+            raise ConfigError(f"vault name '{name}' is used twice")
+        if any(v.root == root for v in vaults):
+            continue
+        vaults.append(Vault(unique, root))
+    return tuple(vaults)
+
+
+def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Build the settings. `flags` holds only what the user passed on the command line:
+    `config`, `state_dir`, `vaults` (list of `DIR`/`NAME=DIR`), `debug`, and per-section
+    overrides as {"search": {...}, "embedder": {...}, "index": {...}}."""
+    flags = dict(flags or {})
+    env = os.environ if env is None else env
+    data = copy.deepcopy(DEFAULTS)
+
+    config_file: Path | None = None
+    explicit = flags.get("config") or env.get("VAULTMEM_CONFIG")
+    if explicit:
+        config_file = Path(os.path.expanduser(explicit))
+        if not config_file.is_file():
+            raise ConfigError(f"config file not found: {config_file}")
+    elif default_config_path().is_file():
+        config_file = default_config_path()
+    if config_file is not None:
+        try:
+            loaded = tomllib.loads(config_file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+            raise ConfigError(f"cannot read config file {config_file}: {err}") from err
+        _merge(data, loaded, str(config_file))
+
+    for var, path in ENV.items():
+        if env.get(var):
+            target = data
+            for part in path[:-1]:
+                target = target[part]
+            target[path[-1]] = env[var]
+    vault_items: list[tuple[str | None, str]] = [(n, p) for n, p in data["vaults"].items()]
+    if env.get("VAULTMEM_VAULTS"):
+        vault_items = [parse_vault_arg(p) for p in env["VAULTMEM_VAULTS"].split(os.pathsep) if p]
+
+    if flags.get("state_dir"):
+        data["state_dir"] = flags["state_dir"]
+    if flags.get("vaults"):
+        vault_items = [parse_vault_arg(v) for v in flags["vaults"]]
+    for section in ("index", "embedder", "search"):
+        over = {k: v for k, v in (flags.get(section) or {}).items() if v is not None}
+        _merge(data[section], over, f"flags [{section}]")
+
+    state_dir = Path(os.path.expanduser(data["state_dir"])) if data["state_dir"] else default_state_dir()
+    try:
+        settings = Settings(
+            state_dir=state_dir.resolve(),
+            vaults=make_vaults(vault_items),
+            index=IndexSettings(**{k: _coerce(DEFAULTS["index"][k], v, k) for k, v in data["index"].items()}),
+            embedder=EmbedderSettings(**{k: _coerce(DEFAULTS["embedder"][k], v, k) for k, v in data["embedder"].items()}),
+            search=SearchSettings(**{k: _coerce(DEFAULTS["search"][k], v, k) for k, v in data["search"].items()}),
+            config_file=config_file,
+            debug=bool(flags.get("debug")),
+        )
+    except TypeError as err:
+        raise ConfigError(f"invalid settings: {err}") from err
+    _validate(settings)
+    return settings
+
+
+def _coerce(default: Any, value: Any, key: str) -> Any:
+    try:
+        if isinstance(default, bool):
+            return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            return float(value)
+        if isinstance(default, list):
+            if isinstance(value, str):
+                value = [value]
+            return tuple(str(v) for v in value)
+        return str(value)
+    except (TypeError, ValueError) as err:
+        raise ConfigError(f"setting '{key}': cannot use {value!r} ({err})") from err
+
+
+def _validate(s: Settings) -> None:
+    if s.search.mode not in ("hybrid", "text", "vector"):
+        raise ConfigError(f"search mode must be hybrid, text or vector, not '{s.search.mode}'")
+    if s.search.fusion not in ("rrf", "score"):
+        raise ConfigError(f"search fusion must be rrf or score, not '{s.search.fusion}'")
+    if s.embedder.kind not in ("use", "ollama", "openai"):
+        raise ConfigError(f"embedder kind must be use, ollama or openai, not '{s.embedder.kind}'")
+    if s.embedder.vector_dtype not in ("float16", "float32"):
+        raise ConfigError("embedder vector_dtype must be float16 or float32")
+    if s.search.k < 1 or s.search.candidates < 1:
+        raise ConfigError("search k and candidates must be at least 1")
+    if s.index.chunk_chars < 200:
+        raise ConfigError("index chunk_chars must be at least 200")

@@ -1,0 +1,206 @@
+"""The Tantivy full-text index: schema, analysis registration, writes and BM25 queries.
+Tantivy is imported here and nowhere else.
+
+One document per chunk. Two text fields: `words` (Tantivy's simple tokenizer, lower case,
+English stemming) for English words and identifiers, and `grams` (CJK character bigrams with
+real positions, tokenised in Python by text.py and stored pre-tokenised) so that a phrase query
+over a string's bigrams matches exactly the chunks that contain the string. `entities` holds the
+note's entity names for the entity bonus. Queries are always built in code; user text never
+reaches Tantivy's query parser.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import tantivy
+
+from .notes import Chunk, Note, index_text
+from .text import CJK_RUN, bigrams, cjk_runs, gram_tokens, normalize, query_words
+
+WORDS_TOKENIZER = "vm_words"
+SCHEMA_VERSION = "1"
+
+
+def _schema() -> tantivy.Schema:
+    b = tantivy.SchemaBuilder()
+    b.add_text_field("chunk", stored=True, tokenizer_name="raw")
+    b.add_text_field("note", stored=True, tokenizer_name="raw")
+    b.add_text_field("words", stored=False, tokenizer_name=WORDS_TOKENIZER)
+    b.add_text_field("grams", stored=False, tokenizer_name="whitespace")
+    b.add_text_field("entities", stored=False, tokenizer_name="raw")
+    return b.build()
+
+
+def _words_analyzer() -> tantivy.TextAnalyzer:
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(64))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+@dataclass(frozen=True)
+class TextQuery:
+    """A query's text part, analysed once: scored terms and required phrases."""
+
+    words: tuple[str, ...]  # analysed word terms (stemmed), in order
+    grams: tuple[str, ...]  # CJK bigrams of every unquoted run
+    runs: tuple[str, ...]  # whole CJK runs (exact-substring bonus)
+    phrases: tuple[str, ...]  # quoted phrases: required
+
+
+class FullText:
+    def __init__(self, directory: Path):
+        directory.mkdir(parents=True, exist_ok=True)
+        self.schema = _schema()
+        self.index = tantivy.Index(self.schema, path=str(directory), reuse=True)
+        self.analyzer = _words_analyzer()
+        self.index.register_tokenizer(WORDS_TOKENIZER, self.analyzer)
+        self._writer: tantivy.IndexWriter | None = None
+
+    # -------------------------------------------------------------- writes
+
+    @property
+    def writer(self) -> tantivy.IndexWriter:
+        if self._writer is None:
+            self._writer = self.index.writer(heap_size=64_000_000, num_threads=1)
+        return self._writer
+
+    def delete_notes(self, keys: list[str]) -> None:
+        for key in keys:
+            self.writer.delete_documents_by_term("note", key)
+
+    def add_note(self, note: Note, chunk_ids: list[str]) -> None:
+        ents = sorted({normalize(e) for e in note.entities})
+        for chunk, cid in zip(note.chunks, chunk_ids):
+            self.writer.add_document(self._doc(note, chunk, cid, ents))
+
+    def _doc(self, note: Note, chunk: Chunk, cid: str, ents: list[str]) -> tantivy.Document:
+        text = normalize(index_text(note, chunk))
+        doc = tantivy.Document()
+        doc.add_text("chunk", cid)
+        doc.add_text("note", note.key)
+        doc.add_text("words", text)
+        tokens = [tantivy.Token(t.text, t.position, t.start, t.end) for t in gram_tokens(text)]
+        if tokens:
+            doc.add_pre_tokenized_text("grams", tantivy.PreTokenizedString(text, tokens))
+        for e in ents:
+            doc.add_text("entities", e)
+        return doc
+
+    def commit(self) -> None:
+        if self._writer is not None:
+            self._writer.commit()
+            self._writer.wait_merging_threads()
+            self._writer = None
+        self.index.reload()
+
+    def rollback(self) -> None:
+        if self._writer is not None:
+            self._writer.rollback()
+            self._writer = None
+
+    # -------------------------------------------------------------- queries
+
+    def analyze(self, query: str) -> TextQuery:
+        phrases = tuple(p.strip() for p in re.findall(r'"([^"]+)"', query) if p.strip())
+        rest = normalize(re.sub(r'"[^"]*"', " ", query))
+        words = tuple(self.analyzer.analyze(" ".join(query_words(rest))))
+        runs = tuple(cjk_runs(rest))
+        grams = tuple(dict.fromkeys(g for r in runs for g in bigrams(r)))
+        return TextQuery(words, grams, runs, phrases)
+
+    def _phrase(self, phrase: str) -> list[tantivy.Query]:
+        """Required clauses for one quoted phrase: each CJK run must occur as a substring,
+        the other words in order."""
+        norm = normalize(phrase)
+        out: list[tantivy.Query] = []
+        for run in cjk_runs(norm):
+            out.append(self._run_query(run))
+        words = self.analyzer.analyze(CJK_RUN.sub(" ", norm))
+        if len(words) == 1:
+            out.append(tantivy.Query.term_query(self.schema, "words", words[0]))
+        elif words:
+            out.append(tantivy.Query.phrase_query(self.schema, "words", words))
+        return out
+
+    def _run_query(self, run: str) -> tantivy.Query:
+        if len(run) == 1:
+            c = re.escape(run)
+            return tantivy.Query.regex_query(self.schema, "grams", f"{c}.?|.{c}")
+        grams = bigrams(run)
+        if len(grams) == 1:
+            return tantivy.Query.term_query(self.schema, "grams", grams[0])
+        return tantivy.Query.phrase_query(self.schema, "grams", grams)
+
+    def build(self, tq: TextQuery, allow: set[str] | None, deny: set[str] | None) -> tantivy.Query | None:
+        should: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        for w in dict.fromkeys(tq.words):
+            should.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "words", w)))
+        for g in tq.grams:
+            should.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "grams", g)))
+        for run in tq.runs:
+            if len(run) == 1:
+                should.append((tantivy.Occur.Should, self._run_query(run)))
+            elif len(run) > 2:  # the whole run as a substring: a bonus on top of its bigrams
+                should.append((tantivy.Occur.Should, tantivy.Query.boost_query(self._run_query(run), 2.0)))
+        must: list[tuple[tantivy.Occur, tantivy.Query]] = []
+        for p in tq.phrases:
+            must.extend((tantivy.Occur.Must, q) for q in self._phrase(p))
+        if not should and not must:
+            return None
+        clauses = list(must)
+        if should:
+            clauses.append((tantivy.Occur.Must if not must else tantivy.Occur.Should,
+                            tantivy.Query.boolean_query(should)))
+        clauses.extend(self._filters(allow, deny))
+        return tantivy.Query.boolean_query(clauses)
+
+    def _filters(self, allow: set[str] | None, deny: set[str] | None) -> list:
+        out = []
+        if allow is not None:
+            out.append((tantivy.Occur.Must, tantivy.Query.const_score_query(
+                tantivy.Query.term_set_query(self.schema, "note", sorted(allow)), 0.0)))
+        if deny:
+            out.append((tantivy.Occur.MustNot, tantivy.Query.term_set_query(self.schema, "note", sorted(deny))))
+        return out
+
+    def search(self, tq: TextQuery, limit: int, allow: set[str] | None = None,
+               deny: set[str] | None = None) -> list[tuple[str, str, float]]:
+        """(chunk id, note key, BM25 score), best first."""
+        if allow is not None and not allow:
+            return []
+        query = self.build(tq, allow, deny)
+        if query is None:
+            return []
+        searcher = self.index.searcher()
+        out = []
+        for score, addr in searcher.search(query, limit, count=False).hits:
+            doc = searcher.doc(addr)
+            out.append((doc.get_first("chunk"), doc.get_first("note"), float(score)))
+        return out
+
+    def entity_search(self, names: list[str], limit: int, allow: set[str] | None = None,
+                      deny: set[str] | None = None) -> list[tuple[str, str, float]]:
+        """Chunks of notes that name any of the entities; score = number of entities matched."""
+        if not names or (allow is not None and not allow):
+            return []
+        inner = tantivy.Query.boolean_query([
+            (tantivy.Occur.Should, tantivy.Query.const_score_query(
+                tantivy.Query.term_query(self.schema, "entities", n), 1.0)) for n in names
+        ])
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, inner)] + self._filters(allow, deny))
+        searcher = self.index.searcher()
+        out = []
+        for score, addr in searcher.search(query, limit, count=False).hits:
+            doc = searcher.doc(addr)
+            out.append((doc.get_first("chunk"), doc.get_first("note"), float(score)))
+        return out
+
+    def num_docs(self) -> int:
+        return self.index.searcher().num_docs

@@ -1,0 +1,274 @@
+"""The index as a whole: the state directory's layout (catalog, Tantivy, LanceDB), the writer
+lock, and `sync`, which brings all three in line with the files of the vaults.
+
+Sync reads only files whose size or mtime changed (then compares content hashes), embeds only
+chunk texts whose hash has no stored vector, and writes each batch of files crash-safely: the
+notes are marked pending in the catalog, the engines are changed and committed, then the catalog
+records the result and clears the marks. A restart after a crash redoes the pending notes.
+Notes are only ever read here.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .catalog import Catalog, chunk_id
+from .config import Settings, Vault
+from .embedders import Embedder, make_embedder
+from .errors import IndexMissingError, VaultmemError
+from .fulltext import FullText
+from .notes import Note, Unreadable, content_hash, embed_text, parse_note
+from .scan import ScannedFile, scan_vault
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SyncReport:
+    files: int = 0
+    added: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    skipped: int = 0
+    chunks_embedded: int = 0
+    chunks_reused: int = 0
+    seconds: float = 0.0
+    problems: dict[str, str] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        return (
+            f"{self.files} files: {self.added} added, {self.updated} updated, {self.removed} removed, "
+            f"{self.unchanged} unchanged, {self.skipped} skipped; {self.chunks_embedded} chunks embedded, "
+            f"{self.chunks_reused} reused; {self.seconds:.2f}s"
+        )
+
+
+def embedder_identity(settings: Settings) -> tuple[str, int]:
+    e = settings.embedder
+    if e.kind == "use":
+        return "use-multilingual-v3", 512
+    return f"{e.kind}:{e.model}", e.dim
+
+
+class VaultIndex:
+    """An opened state directory. `writable` takes the writer lock (one writer at a time)."""
+
+    def __init__(self, settings: Settings, writable: bool = False):
+        self.settings = settings
+        self.state_dir = settings.state_dir
+        self.writable = writable
+        catalog_path = self.state_dir / "catalog.sqlite3"
+        if not writable and not catalog_path.exists():
+            raise IndexMissingError(
+                f"no index in {self.state_dir}; run `vaultmem index --vault DIR --state-dir {self.state_dir}` first")
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_fd: int | None = None
+        if writable:
+            self._take_lock()
+        self.catalog = Catalog(catalog_path, readonly=False)
+        self.fulltext = FullText(self.state_dir / "tantivy")
+        self._vectors = None
+        self._embedder: Embedder | None = None
+
+    def _take_lock(self) -> None:
+        fd = os.open(self.state_dir / "writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise VaultmemError(
+                f"another vaultmem process is writing {self.state_dir} (the daemon?); "
+                "stop it or send the request through it") from None
+        self._lock_fd = fd
+
+    def close(self) -> None:
+        self.fulltext.rollback()
+        self.catalog.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> "VaultIndex":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -------------------------------------------------------------- lazily opened parts
+
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = make_embedder(self.settings.embedder)
+        return self._embedder
+
+    @property
+    def vectors(self):
+        if self._vectors is None:
+            from .vectors import Vectors
+
+            ident, dim = embedder_identity(self.settings)
+            if not dim:
+                ident, dim = self.embedder.id, self.embedder.dim
+            self._vectors = Vectors(self.state_dir / "lance", ident, dim, self.settings.embedder.vector_dtype)
+        return self._vectors
+
+    def vaults(self) -> list[Vault]:
+        return self.catalog.vaults()
+
+    # -------------------------------------------------------------- sync
+
+    def sync(self, vaults: list[Vault] | None = None,
+             progress: Callable[[int, int, int], None] | None = None) -> SyncReport:
+        """Bring the index in line with the files of `vaults` (default: every known vault)."""
+        assert self.writable, "sync needs a writable index"
+        started = time.perf_counter()
+        vaults = list(vaults) if vaults is not None else self.vaults()
+        cfg = self.settings.index
+        report = SyncReport()
+        scanned: dict[str, ScannedFile] = {}
+        known: dict = {}
+        for vault in vaults:
+            self.catalog.put_vault(vault)
+            scanned.update(scan_vault(vault, cfg.include, cfg.exclude, report.problems))
+            known.update(self.catalog.files(vault.name))
+        pending = self.catalog.pending()
+        report.files = len(scanned)
+        todo = [s for k, s in sorted(scanned.items())
+                if k in pending or k not in known
+                or (known[k].size, known[k].mtime_ns) != (s.size, s.mtime_ns)]
+        vault_names = {v.name for v in vaults}
+        gone = sorted(k for k in set(known) | pending
+                      if k not in scanned and k.split(":", 1)[0] in vault_names)
+        report.unchanged = len(scanned) - len(todo)
+        batch = max(1, cfg.batch_files)
+        for i in range(0, len(todo), batch):
+            self._sync_batch(todo[i : i + batch], known, pending, report)
+            if progress:
+                progress(min(i + batch, len(todo)), len(todo), report.chunks_embedded)
+        if gone:
+            self.catalog.mark_pending(gone)
+            self.fulltext.delete_notes(gone)
+            self.fulltext.commit()
+            self.vectors.replace(set(gone), [])
+            self.catalog.write([], [], gone, gone)
+            report.removed = len(gone)
+        self.catalog.recompute_supersession()
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _read(self, s: ScannedFile) -> tuple[bytes | None, str | None]:
+        if s.size > self.settings.index.max_file_bytes:
+            return None, f"file too large ({s.size} bytes > max_file_bytes {self.settings.index.max_file_bytes})"
+        try:
+            with open(s.abspath, "rb") as f:
+                return f.read(self.settings.index.max_file_bytes + 1), None
+        except OSError as err:
+            return None, f"cannot read: {err.strerror}"
+
+    def _sync_batch(self, files: list[ScannedFile], known: dict, pending: set[str], report: SyncReport) -> None:
+        cfg = self.settings.index
+        notes: list[tuple[Note, ScannedFile, str]] = []
+        skipped: list[tuple[str, str, str, int, int, str | None, str]] = []
+        for s in files:
+            data, reason = self._read(s)
+            digest = hashlib.blake2b(data, digest_size=16).hexdigest() if data is not None else None
+            prev = known.get(s.key)
+            if prev is not None and digest is not None and prev.hash == digest and s.key not in pending:
+                self.catalog.touch(s.key, s.size, s.mtime_ns)  # same bytes, new mtime
+                report.unchanged += 1
+                continue
+            if data is not None:
+                try:
+                    note = parse_note(s.vault, s.path, data, chunk_chars=cfg.chunk_chars,
+                                      preview_chars=cfg.preview_chars)
+                except Unreadable as err:
+                    reason = str(err)
+                else:
+                    for e in note.errors:
+                        log.warning("%s: %s", s.abspath, e)
+                    notes.append((note, s, digest))
+                    if prev is None:
+                        report.added += 1
+                    else:
+                        report.updated += 1
+                    continue
+            log.warning("skipping %s: %s", s.abspath, reason)
+            report.problems[s.key] = reason
+            report.skipped += 1
+            skipped.append((s.key, s.vault, s.path, s.size, s.mtime_ns, digest, reason))
+        keys = [n.key for n, _, _ in notes] + [k[0] for k in skipped]
+        if not keys:
+            return
+        self.catalog.mark_pending(keys)
+
+        texts = [[embed_text(n, c) for c in n.chunks] for n, _, _ in notes]
+        hashes = [[content_hash(t) for t in ts] for ts in texts]
+        wanted = {h for hs in hashes for h in hs}
+        have = self.vectors.vectors_for_hashes(wanted)
+        missing = sorted(wanted - set(have))
+        if missing:
+            text_of = {h: t for ts, hs in zip(texts, hashes) for t, h in zip(ts, hs)}
+            vecs = self.embedder.embed([text_of[h] for h in missing])
+            have.update(zip(missing, vecs))
+        report.chunks_embedded += len(missing)
+        report.chunks_reused += sum(len(hs) for hs in hashes) - len(missing)
+
+        rows: list[tuple[str, str, str, np.ndarray]] = []
+        self.fulltext.delete_notes(keys)
+        for (note, _, _), hs in zip(notes, hashes):
+            ids = [chunk_id(note.key, c.ord) for c in note.chunks]
+            self.fulltext.add_note(note, ids)
+            rows.extend((cid, note.key, h, have[h]) for cid, h in zip(ids, hs))
+        self.fulltext.commit()
+        self.vectors.replace(set(keys), rows)
+        self.catalog.write(
+            [(n, s.size, s.mtime_ns, d, hs) for (n, s, d), hs in zip(notes, hashes)], skipped, [], keys)
+
+    def rebuild(self) -> None:
+        """Forget everything indexed (not the vault list): the next sync re-reads every file."""
+        import shutil
+
+        self.fulltext.rollback()
+        self._vectors = None
+        for sub in ("tantivy", "lance"):
+            shutil.rmtree(self.state_dir / sub, ignore_errors=True)
+        self.fulltext = FullText(self.state_dir / "tantivy")
+        with self.catalog.db:
+            self.catalog.db.execute("DELETE FROM chunks")
+            self.catalog.db.execute("DELETE FROM notes")
+            self.catalog.db.execute("DELETE FROM pending")
+
+    def status(self) -> dict:
+        counts = self.catalog.counts()
+        ident, dim = embedder_identity(self.settings)
+        return {
+            "state_dir": str(self.state_dir),
+            "vaults": [{"name": v.name, "root": str(v.root)} for v in self.vaults()],
+            **counts,
+            "pending": len(self.catalog.pending()),
+            "embedder": ident,
+            "dim": dim,
+            "skipped_files": [{"key": r["key"], "reason": r["reason"]} for r in self.catalog.skipped()],
+        }
+
+
+def print_progress(done: int, total: int, embedded: int) -> None:
+    if sys.stderr.isatty():
+        width = 30
+        filled = int(width * done / max(1, total))
+        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} files, {embedded} chunks embedded")
+        if done >= total:
+            sys.stderr.write("\n")
+        sys.stderr.flush()

@@ -1,0 +1,399 @@
+"""From a file's bytes to a `Note`: decode, split off and read the frontmatter, normalise its
+keys, cut the body into heading-aware `Chunk`s, and pull out a preview and entities.
+
+Pure functions over bytes and strings: nothing here touches the index, the embedder or the disk
+(the scanner reads the file; this module only interprets it). A file that cannot be a note raises
+`Unreadable` with a reason a user can act on; malformed frontmatter never does: the body is
+indexed and the error is recorded on the note.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import frontmatter
+import yaml
+
+from .text import STOP_WORDS, normalize
+
+
+class Unreadable(Exception):
+    """The file is not a note we can index (binary, not UTF-8, too large, ...)."""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    ord: int
+    heading: str  # heading path: "CLAUDE.md › Testing › Commands"
+    line_start: int  # 1-based, inclusive, in the file (frontmatter counted)
+    line_end: int
+    text: str
+
+
+@dataclass(frozen=True)
+class Note:
+    vault: str
+    path: str  # POSIX, relative to the vault root
+    topic: str | None
+    tags: tuple[str, ...]
+    kind: str
+    date: str | None  # ISO form as normalised from the frontmatter
+    date_ts: float | None  # seconds since the epoch (naive dates taken as UTC)
+    importance: float
+    supersedes: tuple[str, ...]
+    entities: tuple[str, ...]
+    summary: str
+    preview: str
+    meta: dict[str, Any]
+    errors: tuple[str, ...]
+    chunks: tuple[Chunk, ...] = field(default_factory=tuple)
+
+    @property
+    def key(self) -> str:
+        return note_key(self.vault, self.path)
+
+
+def note_key(vault: str, path: str) -> str:
+    return f"{vault}:{path}"
+
+
+KNOWN_KEYS = {"topic", "tags", "kind", "date", "importance", "supersedes", "entities"}
+CLAUDE_KEYS = {"name", "description", "type"}
+
+
+# ---------------------------------------------------------------- decoding and frontmatter
+
+
+def decode(data: bytes) -> str:
+    if b"\x00" in data[:8192]:
+        raise Unreadable("binary file (NUL bytes)")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise Unreadable(f"not UTF-8 (invalid byte at offset {err.start})") from err
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def split_frontmatter(text: str) -> tuple[dict[str, Any], str, int, list[str]]:
+    """Return (metadata, body, body_first_line (1-based), errors)."""
+    lead = len(text) - len(text.lstrip())
+    stripped = text[lead:]
+    handler = frontmatter.detect_format(stripped, frontmatter.handlers)
+    if handler is None:
+        return {}, text, 1, []
+    try:
+        fm, content = handler.split(stripped)
+    except ValueError:  # an opening fence with no closing one: it is all body
+        return {}, text, 1, []
+    body_start = len(text) - len(content)
+    first_line = text.count("\n", 0, body_start) + 1
+    errors: list[str] = []
+    try:
+        meta = handler.load(fm)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 2}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        errors.append(f"malformed frontmatter{where}: {problem}; read it line by line")
+        meta = _lenient_meta(fm)
+    except Exception as err:  # JSON/TOML handlers raise their own error types
+        errors.append(f"malformed frontmatter: {err}")
+        meta = _lenient_meta(fm)
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict):
+        errors.append("frontmatter is not a mapping; ignored")
+        meta = {}
+    return meta, content, first_line, errors
+
+
+def _lenient_meta(fm: str) -> dict[str, Any]:
+    """Salvage `key: value` lines from YAML that does not parse (e.g. an unquoted ': ')."""
+    meta: dict[str, Any] = {}
+    for line in fm.splitlines():
+        m = re.match(r"^([A-Za-z_][\w-]*):\s*(.*)$", line)
+        if m:
+            value = m.group(2).strip()
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+                value = value[1:-1]
+            meta[m.group(1)] = value
+    return meta
+
+
+# ---------------------------------------------------------------- normalising keys
+
+
+def parse_tags(value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    items = value if isinstance(value, (list, tuple)) else re.split(r"[,\s]+", str(value))
+    out: list[str] = []
+    for item in items:
+        tag = str(item).strip().lstrip("#").strip()
+        if tag and tag not in out:
+            out.append(tag)
+    return tuple(out)
+
+
+def parse_list(value: Any) -> tuple[str, ...]:
+    if value is None or value == "":
+        return ()
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    return tuple(s for s in (str(i).strip() for i in items) if s)
+
+
+def parse_date(value: Any) -> tuple[str | None, float | None]:
+    """Accept a date, a datetime, or any ISO string (also with '/' or 'Z'). Naive is UTC."""
+    if value is None or value == "":
+        return None, None
+    if isinstance(value, dt.datetime):
+        moment = value
+    elif isinstance(value, dt.date):
+        moment = dt.datetime(value.year, value.month, value.day)
+    else:
+        s = str(value).strip().replace("/", "-")
+        if s.endswith(("Z", "z")):
+            s = s[:-1] + "+00:00"
+        try:
+            moment = dt.datetime.fromisoformat(s)
+        except ValueError:
+            m = re.match(r"^(\d{4})-(\d{1,2})-(\d{1,2})", s)
+            if not m:
+                raise ValueError(f"date {value!r} is not an ISO date")
+            moment = dt.datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    aware = moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
+    text = moment.isoformat() if (moment.hour or moment.minute or moment.second or moment.tzinfo) else moment.date().isoformat()
+    return text, aware.timestamp()
+
+
+def _plain(value: Any) -> Any:
+    """Frontmatter values made JSON-safe (dates to ISO strings)."""
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)
+
+
+# ---------------------------------------------------------------- entities
+
+WIKILINK = re.compile(r"\[\[([^\]|#\n]+)(?:[#|][^\]\n]*)?\]\]")
+HASHTAG = re.compile(r"(?<![\w&#/])#([^\W\d_][\w/-]*)")
+BACKTICK = re.compile(r"(?<!`)`([^`\s]{2,64})`(?!`)")
+CAPNAME = re.compile(r"\b([A-Z][a-z]+[A-Za-z]*(?:\s+[A-Z][a-z]+[A-Za-z]*)*)\b")
+MAX_ENTITIES = 64
+
+
+def extract_entities(text: str, declared: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """Entity names, most frequent first: declared ones, [[wikilinks]], #tags, `identifiers`,
+    and capitalised names (single capitalised stop words such as 'The' are not names)."""
+    counts: dict[str, int] = {}
+    display: dict[str, str] = {}
+
+    def add(name: str, weight: int = 1) -> None:
+        name = name.strip().strip(".,;:()[]{}<>\"'")
+        key = normalize(name)
+        if len(key) < 2 or key in STOP_WORDS:
+            return
+        counts[key] = counts.get(key, 0) + weight
+        display.setdefault(key, name)
+
+    for name in declared:
+        add(name, 1000)
+    for m in WIKILINK.finditer(text):
+        add(m.group(1), 3)
+    for m in HASHTAG.finditer(text):
+        add(m.group(1), 2)
+    for m in BACKTICK.finditer(text):
+        add(m.group(1), 2)
+    for m in CAPNAME.finditer(text):
+        words = m.group(1).split()
+        while words and normalize(words[0]) in STOP_WORDS:
+            words = words[1:]
+        if words and len("".join(words)) >= 3:
+            add(" ".join(words))
+    ranked = sorted(counts, key=lambda k: (-counts[k], k))[:MAX_ENTITIES]
+    return tuple(display[k] for k in ranked)
+
+
+# ---------------------------------------------------------------- chunking
+
+ATX = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+
+
+def chunk_body(body: str, first_line: int, title: str, max_chars: int) -> list[Chunk]:
+    """Cut at ATX headings (not inside code fences); each chunk carries its heading path and
+    its 1-based line range in the file. Sections longer than max_chars are split at blank
+    lines, and single paragraphs longer than that at line ends."""
+    lines = body.split("\n")
+    sections: list[tuple[str, int, list[str]]] = []  # (heading path, first index, lines)
+    stack: list[tuple[int, str]] = []
+    current: list[str] = []
+    start = 0
+    in_fence: str | None = None
+    path = title
+    for i, line in enumerate(lines):
+        fence = FENCE.match(line)
+        if fence:
+            in_fence = None if in_fence == fence.group(1) else (in_fence or fence.group(1))
+        m = None if in_fence or fence else ATX.match(line)
+        if m:
+            if current:
+                sections.append((path, start, current))
+            level = len(m.group(1))
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, m.group(2).strip()))
+            names = [h for _, h in stack]
+            if names and normalize(names[0]) in (normalize(title), normalize(title.rsplit(".", 1)[0])):
+                names = names[1:]  # "# CLAUDE.md" under CLAUDE.md says nothing new
+            path = " › ".join([title] + names)
+            current, start = [line], i
+        else:
+            current.append(line)
+    if current:
+        sections.append((path, start, current))
+
+    chunks: list[Chunk] = []
+    for heading, begin, sec_lines in sections:
+        for offset, piece in _split_section(sec_lines, max_chars):
+            text = "\n".join(piece).strip("\n")
+            if not text.strip() or (ATX.match(text) and "\n" not in text and len(sections) > 1):
+                continue  # blank, or a heading with nothing under it
+            lead = next(j for j, ln in enumerate(piece) if ln.strip())
+            trail = max(j for j, ln in enumerate(piece) if ln.strip())
+            chunks.append(Chunk(
+                ord=len(chunks), heading=heading,
+                line_start=first_line + begin + offset + lead,
+                line_end=first_line + begin + offset + trail,
+                text=text,
+            ))
+    return chunks
+
+
+def _split_section(lines: list[str], max_chars: int) -> list[tuple[int, list[str]]]:
+    if sum(len(ln) + 1 for ln in lines) <= max_chars:
+        return [(0, lines)]
+    # paragraphs: runs of lines separated by blank lines (a blank line ends a paragraph)
+    paras: list[tuple[int, list[str]]] = []
+    cur: list[str] = []
+    cur_start = 0
+    for i, ln in enumerate(lines):
+        if not cur:
+            cur_start = i
+        cur.append(ln)
+        if not ln.strip():
+            paras.append((cur_start, cur))
+            cur = []
+    if cur:
+        paras.append((cur_start, cur))
+    # paragraphs that alone are too long are cut at line ends
+    units: list[tuple[int, list[str]]] = []
+    for start, para in paras:
+        if sum(len(ln) + 1 for ln in para) <= max_chars:
+            units.append((start, para))
+        else:
+            units.extend((start + j, [ln]) for j, ln in enumerate(para))
+    out: list[tuple[int, list[str]]] = []
+    acc: list[str] = []
+    acc_start = 0
+    size = 0
+    for start, unit in units:
+        usize = sum(len(ln) + 1 for ln in unit)
+        if acc and size + usize > max_chars:
+            out.append((acc_start, acc))
+            acc, size = [], 0
+        if not acc:
+            acc_start = start
+        acc = acc + unit
+        size += usize
+    if acc:
+        out.append((acc_start, acc))
+    return out
+
+
+# ---------------------------------------------------------------- the note
+
+
+def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
+               preview_chars: int = 500) -> Note:
+    """Interpret one file's bytes. Raises Unreadable for files that are not text notes."""
+    text = decode(data)
+    meta, body, first_line, errors = split_frontmatter(text)
+    meta = {str(k): v for k, v in meta.items()}
+    nested = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+
+    def pick(key: str) -> Any:
+        value = meta.get(key)
+        if value in (None, "") and key in CLAUDE_KEYS:
+            value = nested.get(key)
+        return value
+
+    topic = pick("topic") or pick("name")
+    topic = str(topic).strip() if topic not in (None, "") else None
+    kind = str(pick("kind") or pick("type") or "knowledge").strip().lower() or "knowledge"
+    summary = str(pick("description") or "").strip()
+    try:
+        date, date_ts = parse_date(pick("date"))
+    except ValueError as err:
+        errors.append(str(err))
+        date, date_ts = None, None
+    importance = 0.5
+    if pick("importance") not in (None, ""):
+        try:
+            importance = min(1.0, max(0.0, float(pick("importance"))))
+        except (TypeError, ValueError):
+            errors.append(f"importance {pick('importance')!r} is not a number; using 0.5")
+    stripped_body = body.strip()
+    preview = stripped_body[:preview_chars]
+    title = path.rsplit("/", 1)[-1]
+    chunks = chunk_body(body, first_line, title, chunk_chars)
+    if not chunks and summary:
+        chunks = [Chunk(0, title, 1, max(1, first_line - 1), summary)]
+    entities = extract_entities(body, parse_list(pick("entities")))
+    return Note(
+        vault=vault,
+        path=path,
+        topic=topic,
+        tags=parse_tags(pick("tags")),
+        kind=kind,
+        date=date,
+        date_ts=date_ts,
+        importance=importance,
+        supersedes=parse_list(pick("supersedes")),
+        entities=entities,
+        summary=summary,
+        preview=preview or summary[:preview_chars],
+        meta=_plain(meta),
+        errors=tuple(errors),
+        chunks=tuple(chunks),
+    )
+
+
+def index_text(note: Note, chunk: Chunk) -> str:
+    """What the full-text index reads for a chunk: its heading path and text; the first chunk
+    also carries the note's topic and summary so that a note is found by what it is about."""
+    head = chunk.heading
+    if chunk.ord == 0:
+        extra = " ".join(x for x in (note.topic or "", note.summary) if x)
+        if extra:
+            head = f"{head}\n{extra}"
+    return f"{head}\n{chunk.text}"
+
+
+def embed_text(note: Note, chunk: Chunk) -> str:
+    """What the embedder reads for a chunk (policy in one place; see bench/eval.py)."""
+    return index_text(note, chunk)
+
+
+def content_hash(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()

@@ -1,0 +1,131 @@
+"""Which files of a vault are notes: walk the vault, apply include/exclude globs, stat.
+
+Everything here is about the file system and nothing about parsing or indexing. The scanner
+never follows a directory symlink out of the vault twice (loops are cut), and it reports files
+it cannot stat instead of failing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+from .config import Vault
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ScannedFile:
+    vault: str
+    path: str  # POSIX, relative to the vault root
+    abspath: str
+    size: int
+    mtime_ns: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.vault}:{self.path}"
+
+
+@lru_cache(maxsize=256)
+def glob_regex(pattern: str) -> re.Pattern[str]:
+    """Translate a glob with `**` (any number of directories) to a regex over POSIX paths."""
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out) + r"\Z")
+
+
+def matches(path: str, patterns: tuple[str, ...]) -> bool:
+    return any(glob_regex(p).match(path) for p in patterns)
+
+
+def is_note_path(path: str, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:
+    return matches(path, include) and not matches(path, exclude)
+
+
+def _dir_excluded(relpath: str, exclude: tuple[str, ...]) -> bool:
+    # a directory is pruned when any path under it would be excluded by a `dir/**` pattern
+    return matches(relpath + "/x", tuple(p for p in exclude if p.endswith("/**")))
+
+
+def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
+               problems: dict[str, str] | None = None) -> dict[str, ScannedFile]:
+    """All note files of a vault by key. Unstattable files land in `problems` (key -> reason)."""
+    found: dict[str, ScannedFile] = {}
+    root = str(vault.root)
+    seen_dirs: set[tuple[int, int]] = set()
+    if not os.path.isdir(root):
+        log.warning("vault %s: directory %s does not exist", vault.name, root)
+        return found
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        try:
+            st = os.stat(dirpath)
+        except OSError:
+            dirnames[:] = []
+            continue
+        ident = (st.st_dev, st.st_ino)
+        if ident in seen_dirs:  # a symlink loop or a second way into the same directory
+            dirnames[:] = []
+            continue
+        seen_dirs.add(ident)
+        rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
+        rel_dir = "" if rel_dir == "." else rel_dir
+        dirnames[:] = sorted(d for d in dirnames if not _dir_excluded(f"{rel_dir}/{d}".lstrip("/"), exclude))
+        for name in filenames:
+            rel = f"{rel_dir}/{name}" if rel_dir else name
+            if not is_note_path(rel, include, exclude):
+                continue
+            full = os.path.join(dirpath, name)
+            key = f"{vault.name}:{rel}"
+            try:
+                st = os.stat(full)
+            except OSError as err:
+                reason = "dangling symlink" if os.path.islink(full) else f"cannot stat: {err.strerror}"
+                log.warning("skipping %s: %s", full, reason)
+                if problems is not None:
+                    problems[key] = reason
+                continue
+            if not os.path.isfile(full):
+                continue
+            found[key] = ScannedFile(vault.name, rel, full, st.st_size, st.st_mtime_ns)
+    return found
+
+
+def stat_file(vault: Vault, rel: str) -> ScannedFile | None:
+    full = os.path.join(str(vault.root), rel)
+    try:
+        st = os.stat(full)
+    except OSError:
+        return None
+    if not os.path.isfile(full):
+        return None
+    return ScannedFile(vault.name, rel, full, st.st_size, st.st_mtime_ns)
+
+
+def relpath_in(vault: Vault, abspath: str) -> str | None:
+    """The vault-relative POSIX path of an absolute path, or None when it is outside."""
+    try:
+        rel = Path(os.path.abspath(abspath)).relative_to(vault.root)
+    except ValueError:
+        return None
+    return rel.as_posix()

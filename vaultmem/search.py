@@ -1,0 +1,290 @@
+"""Answering a query: filters -> full-text and vector candidates -> fusion -> ranking factors ->
+hits with snippets. The ranking formula lives here and its weights in config.SearchSettings:
+
+    score = fused * importance_factor * decay + entity_bonus
+    fused             = RRF (default) or weighted max-normalised scores of the text and vector lists
+    importance_factor = 1 + importance_weight * (2 * importance - 1)
+    decay             = 0.5 ** (age_days / half_life_days)     (1 when no half-life is set)
+    entity_bonus      = min(entity_cap, entity_weight * entities shared with the query)
+
+Results are one hit per note (its best chunk). The engines are reached only through
+VaultIndex; nothing here writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .index import VaultIndex
+from .notes import extract_entities
+from .scan import matches
+from .supersession import topic_key
+from .text import STOP_WORDS, WORD, highlight_terms, normalize
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str
+    k: int = 10
+    tags: tuple[str, ...] = ()
+    any_tags: bool = False
+    kinds: tuple[str, ...] = ()
+    topic: str | None = None
+    vaults: tuple[str, ...] = ()
+    path_glob: str | None = None
+    history: bool = False
+    mode: str = "hybrid"
+    explain: bool = False
+    half_life_days: float | None = None
+
+
+@dataclass
+class Hit:
+    path: str
+    vault: str
+    line_start: int
+    line_end: int
+    heading: str
+    score: float
+    current: bool
+    superseded_by: str | None
+    topic: str | None
+    tags: list[str]
+    kind: str
+    date: str | None
+    importance: float
+    snippet: str
+    preview: str
+    changed: bool
+    explain: dict[str, Any] | None = field(default=None)
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        if d["explain"] is None:
+            del d["explain"]
+        return d
+
+
+class Searcher:
+    def __init__(self, index: VaultIndex):
+        self.index = index
+        self.cfg = index.settings.search
+
+    # -------------------------------------------------------------- filters
+
+    def _scope(self, q: Query) -> tuple[set[str] | None, set[str] | None]:
+        """(allow, deny) note-key sets for the engines; allow None means every note."""
+        cat = self.index.catalog
+        filtered = bool(q.tags or q.kinds or q.topic or q.vaults or q.path_glob)
+        if not filtered:
+            return None, (set() if q.history else cat.superseded())
+        rows = cat.select(vaults=list(q.vaults) or None, kinds=[k.lower() for k in q.kinds] or None,
+                          current_only=not q.history)
+        want_tags = {normalize(t.lstrip("#")) for t in q.tags}
+        want_topic = topic_key(q.topic) if q.topic else None
+        allow = set()
+        for r in rows:
+            if want_tags:
+                have = {normalize(t) for t in json.loads(r["tags"] or "[]")}
+                if (q.any_tags and not (want_tags & have)) or (not q.any_tags and not want_tags <= have):
+                    continue
+            if want_topic is not None and topic_key(r["topic"]) != want_topic:
+                continue
+            if q.path_glob and not matches(r["key"].split(":", 1)[1], (q.path_glob,)):
+                continue
+            allow.add(r["key"])
+        return allow, None
+
+    # -------------------------------------------------------------- the query
+
+    def search(self, q: Query) -> tuple[list[Hit], dict[str, Any]]:
+        t0 = time.perf_counter()
+        cfg = self.cfg
+        allow, deny = self._scope(q)
+        n = max(cfg.candidates, q.k * 3)
+        text_hits: list[tuple[str, str, float]] = []
+        vec_hits: list[tuple[str, str, float]] = []
+        tq = self.index.fulltext.analyze(q.text)
+        if q.mode in ("hybrid", "text"):
+            text_hits = self.index.fulltext.search(tq, n, allow, deny)
+        if q.mode in ("hybrid", "vector") and q.text.strip():
+            qvec = self.index.embedder.embed([q.text])[0]
+            vec_hits = self.index.vectors.search(qvec, n, allow, deny)
+        ent_names = self._query_entities(q.text)
+        ent_hits = self.index.fulltext.entity_search(ent_names, n, allow, deny) if ent_names else []
+
+        text_best = _best_per_note(text_hits)
+        vec_best = _best_per_note(vec_hits)
+        ent_best = _best_per_note(ent_hits)
+        fused = self._fuse(text_best, vec_best, q.mode)
+        notes = self.index.catalog.notes(set(fused) | set(ent_best))
+        now = time.time()
+        scored: list[tuple[float, str, dict[str, Any]]] = []
+        for key, row in notes.items():
+            base, parts = fused.get(key, (0.0, {}))
+            imp = 1.0 + cfg.importance_weight * (2.0 * (row["importance"] if row["importance"] is not None else 0.5) - 1.0)
+            half_life = q.half_life_days if q.half_life_days is not None else cfg.half_life_days
+            decay = 1.0
+            if half_life and half_life > 0:
+                when = row["date_ts"] if row["date_ts"] is not None else (row["mtime_ns"] or 0) / 1e9
+                decay = 0.5 ** (max(0.0, now - when) / 86400.0 / half_life)
+            shared = int(ent_best[key][1]) if key in ent_best else 0
+            bonus = min(cfg.entity_cap, cfg.entity_weight * shared)
+            score = base * imp * decay + bonus
+            if base <= 0 and bonus <= 0:
+                continue
+            parts.update({"fused": round(base, 6), "importance_factor": round(imp, 4),
+                          "decay": round(decay, 4), "entities_shared": shared, "entity_bonus": round(bonus, 4)})
+            scored.append((score, key, parts))
+        scored.sort(key=lambda x: (-x[0], x[1]))
+        top = scored[: q.k]
+        chunk_for = {}
+        for _, key, _ in top:
+            chunk_for[key] = (text_best.get(key) or vec_best.get(key) or ent_best.get(key))[0]
+        chunks = self.index.catalog.chunks(chunk_for.values())
+        sup_keys = [notes[key]["superseded_by"] for _, key, _ in top if notes[key]["superseded_by"]]
+        sup_paths = {k: k.split(":", 1)[1] for k in sup_keys}
+        terms = highlight_terms(q.text)
+        hits = []
+        vault_roots = {v.name: v.root for v in self.index.vaults()}
+        for score, key, parts in top:
+            row = notes[key]
+            ch = chunks.get(chunk_for[key])
+            text = ch["text"] if ch else row["preview"] or ""
+            hits.append(Hit(
+                path=row["path"], vault=row["vault"],
+                line_start=ch["line_start"] if ch else 1, line_end=ch["line_end"] if ch else 1,
+                heading=ch["heading"] if ch else row["path"],
+                score=round(score, 6),
+                current=row["superseded_by"] is None,
+                superseded_by=sup_paths.get(row["superseded_by"]),
+                topic=row["topic"], tags=_json_list(row["tags"]), kind=row["kind"], date=row["date"],
+                importance=row["importance"],
+                snippet=make_snippet(text, terms, cfg.snippet_chars),
+                preview=row["preview"] or "",
+                changed=_changed(vault_roots.get(row["vault"]), row),
+                explain=parts if q.explain else None,
+            ))
+        info = {"took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+        return hits, info
+
+    def _fuse(self, text_best: dict, vec_best: dict, mode: str) -> dict[str, tuple[float, dict]]:
+        cfg = self.cfg
+        wt = cfg.text_weight if mode != "vector" else 0.0
+        wv = cfg.vector_weight if mode != "text" else 0.0
+        if mode == "text":
+            wt = 1.0
+        if mode == "vector":
+            wv = 1.0
+        out: dict[str, tuple[float, dict]] = {}
+        t_rank = {k: i + 1 for i, k in enumerate(sorted(text_best, key=lambda k: -text_best[k][1]))}
+        v_rank = {k: i + 1 for i, k in enumerate(sorted(vec_best, key=lambda k: -vec_best[k][1]))}
+        t_max = max((s for _, s in text_best.values()), default=0.0) or 1.0
+        v_scores = [s for _, s in vec_best.values()]
+        v_max, v_min = (max(v_scores), min(v_scores)) if v_scores else (1.0, 0.0)
+        for key in set(text_best) | set(vec_best):
+            parts: dict[str, Any] = {}
+            if key in text_best:
+                parts["text_rank"], parts["bm25"] = t_rank[key], round(text_best[key][1], 4)
+            if key in vec_best:
+                parts["vector_rank"], parts["cosine"] = v_rank[key], round(vec_best[key][1], 4)
+            if cfg.fusion == "rrf":
+                k = cfg.rrf_k
+                s = (wt / (k + t_rank[key]) if key in t_rank else 0.0) + (wv / (k + v_rank[key]) if key in v_rank else 0.0)
+                s /= (wt + wv) / (k + 1)
+            else:
+                ts = text_best[key][1] / t_max if key in text_best else 0.0
+                vs = (vec_best[key][1] - v_min) / ((v_max - v_min) or 1.0) if key in vec_best else 0.0
+                s = (wt * ts + wv * vs) / (wt + wv)
+            out[key] = (s, parts)
+        return out
+
+    def _query_entities(self, text: str) -> list[str]:
+        """Entity names the query may mention: its own extracted entities plus every word and
+        run of up to three words, normalised (looked up as exact terms, so most miss cheaply)."""
+        names = {normalize(e) for e in extract_entities(text)}
+        words = WORD.findall(normalize(text))
+        for size in (1, 2, 3):
+            for i in range(len(words) - size + 1):
+                gram = " ".join(words[i : i + size])
+                if size > 1 or gram not in STOP_WORDS:
+                    names.add(gram)
+        return sorted(n for n in names if len(n) >= 2)
+
+
+
+def _best_per_note(hits: list[tuple[str, str, float]]) -> dict[str, tuple[str, float]]:
+    best: dict[str, tuple[str, float]] = {}
+    for cid, key, score in hits:
+        if key not in best or score > best[key][1]:
+            best[key] = (cid, score)
+    return best
+
+
+def _json_list(s: str | None) -> list[str]:
+    return list(json.loads(s)) if s else []
+
+
+def _changed(root, row) -> bool:
+    if root is None:
+        return True
+    try:
+        st = os.stat(os.path.join(str(root), row["path"]))
+    except OSError:
+        return True
+    return (st.st_size, st.st_mtime_ns) != (row["size"], row["mtime_ns"])
+
+
+def make_snippet(text: str, terms: list[str], width: int) -> str:
+    """The window of `text` with the most query-term matches, matches wrapped in **...**."""
+    flat = re.sub(r"\s+", " ", re.sub(r"\*\*|__", "", text)).strip()
+    low = flat.lower()
+    spans: list[tuple[int, int]] = []
+    if len(low) == len(flat):
+        for term in set(terms):
+            t = term.lower()
+            if not t:
+                continue
+            if WORD.fullmatch(t):
+                if len(t) <= 4:
+                    pat = re.compile(r"(?<!\w)" + re.escape(t) + r"(?!\w)")
+                else:  # a crude stem: "deployment" is found by "deploying"
+                    pat = re.compile(r"(?<!\w)" + re.escape(t[: max(4, len(t) - 3)]) + r"\w*")
+            else:
+                pat = re.compile(re.escape(t))
+            spans.extend((m.start(), m.end()) for m in pat.finditer(low))
+    spans.sort()
+    merged: list[tuple[int, int]] = []
+    for s, e in spans:
+        if merged and s <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(e, merged[-1][1]))
+        else:
+            merged.append((s, e))
+    start = 0
+    if merged and len(flat) > width:
+        best, best_n = 0, -1
+        for i, (s, _) in enumerate(merged):
+            n = sum(1 for s2, e2 in merged[i:] if e2 <= s + width)
+            if n > best_n:
+                best, best_n = s, n
+        start = max(0, min(best - width // 4, len(flat) - width))
+        while start > 0 and start < len(flat) and flat[start - 1].isalnum() and flat[start].isalnum():
+            start -= 1
+            if best - start > width // 2:
+                break
+    end = min(len(flat), start + width)
+    out, pos = [], start
+    for s, e in merged:
+        if e <= start or s >= end:
+            continue
+        s, e = max(s, start), min(e, end)
+        out.append(flat[pos:s])
+        out.append(f"**{flat[s:e]}**")
+        pos = e
+    out.append(flat[pos:end])
+    return ("…" if start > 0 else "") + "".join(out) + ("…" if end < len(flat) else "")
