@@ -11,6 +11,7 @@ reaches Tantivy's query parser.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,8 @@ from .notes import Chunk, Note, index_text
 from .text import CJK_RUN, bigrams, cjk_runs, gram_tokens, normalize, query_words
 
 WORDS_TOKENIZER = "vm_words"
+# A bigram of hiragana alone is mostly grammar (particles, verb endings): it counts for less.
+HIRAGANA_BOOST = 0.3
 SCHEMA_VERSION = "1"
 
 
@@ -138,12 +141,17 @@ class FullText:
             return tantivy.Query.term_query(self.schema, "grams", grams[0])
         return tantivy.Query.phrase_query(self.schema, "grams", grams)
 
-    def build(self, tq: TextQuery, allow: set[str] | None, deny: set[str] | None) -> tantivy.Query | None:
+    def build(self, tq: TextQuery, allow: set[str] | None, deny: set[str] | None,
+              strict: bool = True) -> tantivy.Query | None:
+        """The BM25 query. Quoted phrases are required when `strict`, else strong boosts."""
         should: list[tuple[tantivy.Occur, tantivy.Query]] = []
         for w in dict.fromkeys(tq.words):
             should.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "words", w)))
         for g in tq.grams:
-            should.append((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "grams", g)))
+            q = tantivy.Query.term_query(self.schema, "grams", g)
+            if all("\u3040" <= c <= "\u309f" for c in g):
+                q = tantivy.Query.boost_query(q, HIRAGANA_BOOST)  # particles and endings, mostly
+            should.append((tantivy.Occur.Should, q))
         for run in tq.runs:
             if len(run) == 1:
                 should.append((tantivy.Occur.Should, self._run_query(run)))
@@ -151,7 +159,14 @@ class FullText:
                 should.append((tantivy.Occur.Should, tantivy.Query.boost_query(self._run_query(run), 2.0)))
         must: list[tuple[tantivy.Occur, tantivy.Query]] = []
         for p in tq.phrases:
-            must.extend((tantivy.Occur.Must, q) for q in self._phrase(p))
+            if strict:
+                must.extend((tantivy.Occur.Must, q) for q in self._phrase(p))
+            else:
+                should.extend((tantivy.Occur.Should, tantivy.Query.boost_query(q, 3.0)) for q in self._phrase(p))
+                should.extend((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "words", w))
+                              for w in self.analyzer.analyze(CJK_RUN.sub(" ", normalize(p))))
+                should.extend((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "grams", g))
+                              for r in cjk_runs(normalize(p)) for g in bigrams(r))
         if not should and not must:
             return None
         clauses = list(must)
@@ -172,10 +187,16 @@ class FullText:
 
     def search(self, tq: TextQuery, limit: int, allow: set[str] | None = None,
                deny: set[str] | None = None) -> list[tuple[str, str, float]]:
-        """(chunk id, note key, BM25 score), best first."""
+        """(chunk id, note key, BM25 score), best first. When quoted phrases match nothing,
+        they are relaxed to boosts rather than answering with nothing."""
         if allow is not None and not allow:
             return []
-        query = self.build(tq, allow, deny)
+        out = self._run(self.build(tq, allow, deny), limit)
+        if not out and tq.phrases:
+            out = self._run(self.build(tq, allow, deny, strict=False), limit)
+        return out
+
+    def _run(self, query: tantivy.Query | None, limit: int) -> list[tuple[str, str, float]]:
         if query is None:
             return []
         searcher = self.index.searcher()
@@ -187,20 +208,26 @@ class FullText:
 
     def entity_search(self, names: list[str], limit: int, allow: set[str] | None = None,
                       deny: set[str] | None = None) -> list[tuple[str, str, float]]:
-        """Chunks of notes that name any of the entities; score = number of entities matched."""
+        """Chunks of notes that name any of the entities. Score: the sum over matched entities
+        of their specificity, log(N/df)/log(N) in [0, 1], so a name found in every note counts
+        for almost nothing and a rare one for almost 1."""
         if not names or (allow is not None and not allow):
             return []
-        inner = tantivy.Query.boolean_query([
-            (tantivy.Occur.Should, tantivy.Query.const_score_query(
-                tantivy.Query.term_query(self.schema, "entities", n), 1.0)) for n in names
-        ])
-        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, inner)] + self._filters(allow, deny))
         searcher = self.index.searcher()
-        out = []
-        for score, addr in searcher.search(query, limit, count=False).hits:
-            doc = searcher.doc(addr)
-            out.append((doc.get_first("chunk"), doc.get_first("note"), float(score)))
-        return out
+        total = max(2, searcher.num_docs)
+        clauses = []
+        for n in names:
+            df = searcher.doc_freq("entities", n)
+            if df:
+                weight = max(0.0, math.log(total / df) / math.log(total))
+                if weight > 0:
+                    clauses.append((tantivy.Occur.Should, tantivy.Query.const_score_query(
+                        tantivy.Query.term_query(self.schema, "entities", n), weight)))
+        if not clauses:
+            return []
+        query = tantivy.Query.boolean_query(
+            [(tantivy.Occur.Must, tantivy.Query.boolean_query(clauses))] + self._filters(allow, deny))
+        return self._run(query, limit)
 
     def num_docs(self) -> int:
         return self.index.searcher().num_docs

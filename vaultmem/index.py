@@ -27,7 +27,7 @@ from .config import Settings, Vault
 from .embedders import Embedder, make_embedder
 from .errors import IndexMissingError, VaultmemError
 from .fulltext import FullText
-from .notes import Note, Unreadable, content_hash, embed_text, parse_note
+from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
 from .scan import ScannedFile, scan_vault
 
 log = logging.getLogger(__name__)
@@ -145,6 +145,10 @@ class VaultIndex:
             known.update(self.catalog.files(vault.name))
         pending = self.catalog.pending()
         report.files = len(scanned)
+        pipeline = f"{PIPELINE_VERSION}:{cfg.chunk_chars}:{cfg.preview_chars}"
+        redo_all = self.catalog.get_meta("pipeline") != pipeline
+        if redo_all:  # the way notes are cut or read changed: re-read every file
+            pending = pending | set(scanned)
         todo = [s for k, s in sorted(scanned.items())
                 if k in pending or k not in known
                 or (known[k].size, known[k].mtime_ns) != (s.size, s.mtime_ns)]
@@ -165,6 +169,7 @@ class VaultIndex:
             self.catalog.write([], [], gone, gone)
             report.removed = len(gone)
         self.catalog.recompute_supersession()
+        self.catalog.set_meta("pipeline", pipeline)
         report.seconds = time.perf_counter() - started
         return report
 

@@ -61,6 +61,10 @@ def note_key(vault: str, path: str) -> str:
     return f"{vault}:{path}"
 
 
+# Bump when parsing, chunking, index_text or embed_text change: every note is then re-read
+# (vectors of unchanged text are still reused by content hash).
+PIPELINE_VERSION = 3
+
 KNOWN_KEYS = {"topic", "tags", "kind", "date", "importance", "supersedes", "entities"}
 CLAUDE_KEYS = {"name", "description", "type"}
 
@@ -391,7 +395,9 @@ def index_text(note: Note, chunk: Chunk) -> str:
 
 
 def embed_text(note: Note, chunk: Chunk) -> str:
-    """What the embedder reads for a chunk (policy in one place; see bench/eval.py)."""
+    """What the embedder reads for a chunk (policy in one place; measured with bench/eval.py).
+    The same text as the full-text index: dropping the file name, topic and headings lowered
+    LoCoMo vector R@5 from 0.601 to 0.573, since headings carry names and dates."""
     return index_text(note, chunk)
 
 

@@ -5,7 +5,7 @@ hits with snippets. The ranking formula lives here and its weights in config.Sea
     fused             = RRF (default) or weighted max-normalised scores of the text and vector lists
     importance_factor = 1 + importance_weight * (2 * importance - 1)
     decay             = 0.5 ** (age_days / half_life_days)     (1 when no half-life is set)
-    entity_bonus      = min(entity_cap, entity_weight * entities shared with the query)
+    entity_bonus      = min(entity_cap, entity_weight * sum of shared entities' specificity)
 
 Results are one hit per note (its best chunk). The engines are reached only through
 VaultIndex; nothing here writes.
@@ -133,15 +133,17 @@ class Searcher:
             if half_life and half_life > 0:
                 when = row["date_ts"] if row["date_ts"] is not None else (row["mtime_ns"] or 0) / 1e9
                 decay = 0.5 ** (max(0.0, now - when) / 86400.0 / half_life)
-            shared = int(ent_best[key][1]) if key in ent_best else 0
+            shared = ent_best[key][1] if key in ent_best else 0.0
             bonus = min(cfg.entity_cap, cfg.entity_weight * shared)
             score = base * imp * decay + bonus
             if base <= 0 and bonus <= 0:
                 continue
             parts.update({"fused": round(base, 6), "importance_factor": round(imp, 4),
-                          "decay": round(decay, 4), "entities_shared": shared, "entity_bonus": round(bonus, 4)})
+                          "decay": round(decay, 4), "entity_match": round(shared, 4), "entity_bonus": round(bonus, 4)})
             scored.append((score, key, parts))
         scored.sort(key=lambda x: (-x[0], x[1]))
+        if q.history:
+            scored = _newest_first_within_chains(scored, notes)
         top = scored[: q.k]
         chunk_for = {}
         for _, key, _ in top:
@@ -193,7 +195,7 @@ class Searcher:
                 parts["text_rank"], parts["bm25"] = t_rank[key], round(text_best[key][1], 4)
             if key in vec_best:
                 parts["vector_rank"], parts["cosine"] = v_rank[key], round(vec_best[key][1], 4)
-            if cfg.fusion == "rrf":
+            if cfg.fusion == "rrf" and mode == "hybrid":
                 k = cfg.rrf_k
                 s = (wt / (k + t_rank[key]) if key in t_rank else 0.0) + (wv / (k + v_rank[key]) if key in v_rank else 0.0)
                 s /= (wt + wv) / (k + 1)
@@ -216,6 +218,34 @@ class Searcher:
                     names.add(gram)
         return sorted(n for n in names if len(n) >= 2)
 
+
+
+def _newest_first_within_chains(scored: list, notes: dict) -> list:
+    """With history shown, the current version of a fact must rank above every version it
+    superseded: the places that one chain's notes hold in the ranking are handed out again,
+    current note first, then the rest newest first. Other notes keep their places."""
+    def root(key: str) -> str:
+        seen = {key}
+        while notes.get(key) is not None and notes[key]["superseded_by"] and notes[key]["superseded_by"] not in seen:
+            key = notes[key]["superseded_by"]
+            seen.add(key)
+        return key
+
+    def recency(key: str) -> tuple:
+        r = notes[key]
+        ts = r["date_ts"] if r["date_ts"] is not None else (r["mtime_ns"] or 0) / 1e9
+        return (r["superseded_by"] is not None, -ts, r["path"])
+
+    groups: dict[str, list[int]] = {}
+    for i, (_, key, _) in enumerate(scored):
+        groups.setdefault(root(key), []).append(i)
+    out = list(scored)
+    for slots in groups.values():
+        if len(slots) > 1:
+            members = sorted((scored[i] for i in slots), key=lambda item: recency(item[1]))
+            for slot, item in zip(slots, members):
+                out[slot] = item
+    return out
 
 
 def _best_per_note(hits: list[tuple[str, str, float]]) -> dict[str, tuple[str, float]]:
