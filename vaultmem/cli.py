@@ -168,6 +168,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     from .search import Searcher
 
     settings = _settings(args)
+    _half_life(args.half_life)  # a bad flag is a usage error before anything is opened
     opts = {"k": args.k, "tags": args.tag, "any_tags": args.any_tag, "kinds": args.kind, "topic": args.topic,
             "vaults": args.vault, "path": args.path, "history": args.history, "mode": args.mode,
             "explain": args.explain, "half_life": args.half_life}

