@@ -52,9 +52,9 @@ def open_index(name: str, args) -> VaultIndex:
     index = {"include": ["**/*.md"]}
     if args.chunk_chars:
         index["chunk_chars"] = args.chunk_chars
-    state = Path(args.state_root) / f"{name}-c{args.chunk_chars or 'default'}"
+    state = Path(args.state_root) / f"{name}-c{args.chunk_chars or 'default'}-{args.dtype}"
     settings = resolve({"state_dir": str(state), "vaults": [f"{name}={SETS[name] / 'vault'}"],
-                        "search": search, "index": index}, env={})
+                        "search": search, "index": index, "embedder": {"vector_dtype": args.dtype}}, env={})
     idx = VaultIndex(settings, writable=True)
     t = time.perf_counter()
     report = idx.sync(list(settings.vaults))
@@ -134,6 +134,7 @@ def main() -> None:
     ap.add_argument("--importance-weight", type=float)
     ap.add_argument("--candidates", type=int)
     ap.add_argument("--chunk-chars", type=int)
+    ap.add_argument("--dtype", default="float16", choices=["float16", "float32"], help="stored vector type")
     ap.add_argument("--limit", type=int, help="only the first N queries of each set")
     ap.add_argument("--state-root", default=str(ROOT / "bench" / "out"))
     ap.add_argument("--json", action="store_true")

@@ -74,3 +74,16 @@ def test_snippet_highlights_matched_terms(cjk):
     assert "**展望**" in hit.snippet or "**展望室**" in hit.snippet
     hit = cjk.query("deployment", mode="text")[0]
     assert "**Deployment**" in hit.snippet
+
+
+def test_script_segments_split_kanji_and_katakana_from_particles():
+    from vaultmem.text import script_segments
+    assert script_segments("日本で梅雨がないのは北海道とどこか") == ["日本", "梅雨", "北海道"]
+    assert script_segments("データベースの接続") == ["データベース", "接続"]
+
+
+def test_adjacent_words_near_each_other_rank_first(env):
+    env.write("memory/a.md", note("a", "The support group met on Tuesday.\n"))
+    env.write("memory/b.md", note("b", "A group of friends offered support later.\n"))
+    env.sync()
+    assert env.query("support group", mode="text")[0].path == "memory/a.md"

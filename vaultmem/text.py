@@ -109,3 +109,31 @@ def highlight_terms(query: str) -> list[str]:
     for run in cjk_runs(norm):
         terms.extend(bigrams(run))
     return terms
+
+
+def _script(ch: str) -> str:
+    cp = ord(ch)
+    if 0x3040 <= cp <= 0x309F:
+        return "hiragana"
+    if 0x30A0 <= cp <= 0x30FF or 0x31F0 <= cp <= 0x31FF:
+        return "katakana"
+    if 0xAC00 <= cp <= 0xD7AF or 0x1100 <= cp <= 0x11FF or 0x3130 <= cp <= 0x318F:
+        return "hangul"
+    return "han"
+
+
+def script_segments(run: str) -> list[str]:
+    """A CJK run cut where the script changes (kanji | kana | hangul): in Japanese this splits
+    content words (kanji, katakana) from particles and endings (hiragana), a cheap stand-in
+    for word segmentation. Hiragana segments are dropped; segments shorter than 2 too."""
+    segs: list[str] = []
+    cur, kind = "", ""
+    for ch in run:
+        k = _script(ch)
+        if cur and k != kind:
+            segs.append((kind, cur))
+            cur = ""
+        cur, kind = cur + ch, k
+    if cur:
+        segs.append((kind, cur))
+    return [s for k, s in segs if k != "hiragana" and len(s) >= 2]
