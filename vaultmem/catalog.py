@@ -84,8 +84,14 @@ class Catalog:
 
     # -------------------------------------------------------------- sync state
 
-    def files(self, vault: str) -> dict[str, FileState]:
-        rows = self.db.execute("SELECT key, size, mtime_ns, hash, status FROM notes WHERE vault=?", (vault,))
+    def files(self, vault: str, under: str | None = None) -> dict[str, FileState]:
+        """Known files of a vault, or only the file or directory `under` (vault-relative)."""
+        sql = "SELECT key, size, mtime_ns, hash, status FROM notes WHERE vault=?"
+        args: list[Any] = [vault]
+        if under:
+            sql += " AND (path=? OR substr(path, 1, ?)=?)"
+            args += [under, len(under) + 1, under + "/"]
+        rows = self.db.execute(sql, args)
         return {r[0]: FileState(r[1], r[2], r[3], r[4]) for r in rows}
 
     def pending(self) -> set[str]:

@@ -1,5 +1,9 @@
-"""The `vaultmem` command line. Parsing, output formatting and exit codes only: engines are
-imported inside the commands that need them, so `vaultmem --help` starts at once.
+"""The `vaultmem` command line. Parsing, output formatting and exit codes only.
+
+Client commands (query, status, reindex) talk to the daemon over its socket when one runs;
+that path imports nothing heavier than the standard library (client.py, query.py, config.py),
+so a fresh `vaultmem query` answers in milliseconds. Without a daemon they open the index in
+this process and say so on stderr. Engines are imported inside the functions that need them.
 
 Exit codes: 0 success (query: at least one hit), 1 query found nothing, 2 usage or config
 error, 3 no index yet, 4 embedder mismatch (reindex), 5 embedder failure.
@@ -11,6 +15,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import traceback
 from typing import Any
@@ -27,6 +32,12 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="where the index lives (default $VAULTMEM_STATE_DIR or ~/.local/state/vaultmem)")
     p.add_argument("--config", metavar="FILE", help="config file (default ~/.config/vaultmem/vaultmem.toml)")
     p.add_argument("--debug", action="store_true", help="log everything and show tracebacks")
+
+
+def _client(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--socket", metavar="PATH", help="the daemon's socket (default $VAULTMEM_SOCKET or "
+                                                    "$XDG_RUNTIME_DIR/vaultmem/vaultmem.sock)")
+    p.add_argument("--no-daemon", action="store_true", help="answer in this process even if a daemon runs")
 
 
 def _query_options(p: argparse.ArgumentParser) -> None:
@@ -51,9 +62,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vaultmem {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("index", help="index vaults (incremental: only changed files are read)",
+    p = sub.add_parser("index", help="index vaults in this process (incremental: only changed files are read)",
                        description="Build or update the index of one or more vaults. Unchanged files cost "
-                                   "one stat; changed text is re-embedded, unchanged text never.",
+                                   "one stat; changed text is re-embedded, unchanged text never. While a daemon "
+                                   "runs it owns the index: use `vaultmem reindex` instead.",
                        epilog="example: vaultmem index --vault ~/.claude --vault work=~/src/app --state-dir ~/.local/state/vaultmem")
     p.add_argument("--vault", action="append", default=[], metavar="[NAME=]DIR",
                    help="a vault directory (repeatable; default: the vaults indexed before)")
@@ -74,37 +86,134 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON: {hits: [...], took_ms}")
     _query_options(p)
     _common(p)
+    _client(p)
 
     p = sub.add_parser("status", help="what is indexed, and what was skipped and why")
     p.add_argument("--json", action="store_true", help="print JSON")
     _common(p)
+    _client(p)
+
+    p = sub.add_parser("reindex", help="reconcile the index with the files now (through the daemon if it runs)")
+    p.add_argument("--rebuild", action="store_true", help="drop the index and re-read every file")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _common(p)
+    _client(p)
+
+    p = sub.add_parser("daemon", help="watch the vaults and serve queries on a Unix socket (foreground)",
+                       description="Run in the foreground (what systemd starts): index the vaults, keep the "
+                                   "index equal to the files as they change, answer on a Unix socket. "
+                                   "SIGTERM finishes the batch in hand, commits and exits.",
+                       epilog="example: vaultmem daemon --vault ~/.claude --vault work=~/src/app")
+    p.add_argument("--vault", action="append", default=[], metavar="[NAME=]DIR",
+                   help="a vault directory (repeatable; default: the configured or previously indexed vaults)")
+    p.add_argument("--socket", metavar="PATH",
+                   help="socket path (default $VAULTMEM_SOCKET or $XDG_RUNTIME_DIR/vaultmem/vaultmem.sock)")
+    _common(p)
+
+    p = sub.add_parser("service", help="install the systemd user service",
+                       description="Write ~/.config/systemd/user/vaultmem.service for this user, running "
+                                   "`vaultmem daemon` with the given options, and print how to enable it.")
+    p.add_argument("action", choices=["install", "print"], help="install: write the unit; print: show it")
+    p.add_argument("--vault", action="append", default=[], metavar="[NAME=]DIR", help="vaults for the daemon")
+    p.add_argument("--socket", metavar="PATH", help="socket path for the daemon")
+    _common(p)
     return parser
 
 
-def _settings(args: argparse.Namespace, vaults: list[str] | None = None, search: dict | None = None):
+def _settings(args: argparse.Namespace, vaults: list[str] | None = None):
     from .config import resolve
 
     flags: dict[str, Any] = {"config": args.config, "state_dir": args.state_dir, "debug": args.debug}
     if vaults:
         flags["vaults"] = vaults
-    if search:
-        flags["search"] = search
     return resolve(flags)
 
 
-def _half_life(value: str | None) -> float | None:
-    if value is None:
-        return None
-    v = value.strip().lower()
-    mult = 1.0
-    for suffix, m in (("d", 1.0), ("w", 7.0), ("y", 365.0)):
-        if v.endswith(suffix):
-            v, mult = v[:-1], m
-            break
-    try:
-        return float(v) * mult
-    except ValueError:
-        raise UsageError(f"--half-life {value!r}: give days, e.g. 90 or 90d or 12w") from None
+# ------------------------------------------------------------------ where answers come from
+
+ERROR_CODES = {"UsageError": 2, "ConfigError": 2, "IndexMissingError": 3, "EmbedderMismatchError": 4,
+               "EmbedderError": 5}
+
+
+class DaemonError(VaultmemError):
+    """An error the daemon answered with; keeps its exit-code meaning."""
+
+    def __init__(self, response: dict):
+        super().__init__(response.get("error") or "the daemon answered with an error")
+        self.exit_code = ERROR_CODES.get(str(response.get("code")), 2)
+
+
+class Backend:
+    """The daemon over its socket when one serves this index, else the index in this process."""
+
+    def __init__(self, args: argparse.Namespace, settings):
+        from .client import Client, DaemonUnavailable, socket_path
+
+        self.settings = settings
+        self.client = None
+        self.local = None
+        self.searcher = None
+        self.note = ""  # said once the local index is open, so an error stays one line
+        self.socket = socket_path(getattr(args, "socket", None), settings.daemon.socket)
+        explicit = args.state_dir or os.environ.get("VAULTMEM_STATE_DIR")
+        self.state_dir = str(settings.state_dir) if explicit else None
+        if getattr(args, "no_daemon", False):
+            return
+        try:
+            self.client = Client(self.socket, timeout=3600)
+            probe = self.client.request({"op": "ping", "state_dir": self.state_dir})
+        except DaemonUnavailable:
+            self.client = None
+            self.note = f"vaultmem: no daemon at {self.socket}; answering in-process"
+            return
+        if not probe.get("ok"):
+            self.note = (f"vaultmem: the daemon at {self.socket} serves another index ({probe.get('error')}); "
+                         "answering in-process")
+            self.client.close()
+            self.client = None
+
+    def request(self, req: dict) -> dict:
+        if self.client is not None:
+            out = self.client.request({**req, "state_dir": self.state_dir})
+            if not out.get("ok"):
+                raise DaemonError(out)
+            return out
+        return self._local(req)
+
+    def _local(self, req: dict) -> dict:
+        from .index import VaultIndex, print_progress
+
+        op = req["op"]
+        if self.local is None:
+            self.local = VaultIndex(self.settings, writable=(op == "reindex"))
+            if self.note:
+                print(self.note, file=sys.stderr)
+        if op == "query":
+            from .query import build_query
+            from .search import Searcher
+
+            if self.searcher is None:
+                self.searcher = Searcher(self.local)
+            s = self.settings.search
+            known = [(v.name, str(v.root)) for v in self.local.vaults()]
+            q = build_query({k: v for k, v in req.items() if k != "op"}, s.k, s.mode, known)
+            hits, info = self.searcher.search(q)
+            return {"ok": True, "hits": [h.to_json() for h in hits], **info}
+        if op == "status":
+            return {"ok": True, **self.local.status()}
+        if op == "reindex":
+            if req.get("rebuild"):
+                self.local.rebuild()
+            report = self.local.sync(progress=print_progress)
+            return {"ok": True, "report": {k: v for k, v in report.__dict__.items() if k != "problems"},
+                    "problems": report.problems}
+        raise UsageError(f"unknown op {op}")
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.local is not None:
+            self.local.close()
 
 
 # ------------------------------------------------------------------ commands
@@ -114,138 +223,120 @@ def cmd_index(args: argparse.Namespace) -> int:
     from .index import VaultIndex, print_progress
 
     settings = _settings(args, vaults=args.vault)
+    for v in settings.vaults:
+        if not v.root.is_dir():
+            raise UsageError(f"vault directory not found: {v.root}")
     with VaultIndex(settings, writable=True) as idx:
         vaults = list(settings.vaults) or idx.vaults()
         if not vaults:
             raise UsageError("no vault given: pass --vault DIR (or set vaults in the config file)")
-        for v in vaults:
-            if not v.root.is_dir():
-                raise UsageError(f"vault directory not found: {v.root}")
         if args.rebuild:
             idx.rebuild()
         report = idx.sync(vaults, progress=print_progress)
-        if args.json:
-            print(json.dumps({**report.__dict__, "vaults": [v.name for v in vaults]}, ensure_ascii=False))
-        else:
-            for key, reason in sorted(report.problems.items()):
-                print(f"skipped {key}: {reason}", file=sys.stderr)
-            print(f"indexed {', '.join(v.name for v in vaults)}: {report.summary()}")
+    if args.json:
+        print(json.dumps({**report.__dict__, "vaults": [v.name for v in vaults]}, ensure_ascii=False))
+    else:
+        for key, reason in sorted(report.problems.items()):
+            print(f"skipped {key}: {reason}", file=sys.stderr)
+        print(f"indexed {', '.join(v.name for v in vaults)}: {report.summary()}")
     return 0
-
-
-def _vault_filter(values: list[str], known) -> tuple[str, ...]:
-    out = []
-    for v in values:
-        names = [x.name for x in known if x.name == v or str(x.root) == os.path.realpath(os.path.expanduser(v))]
-        if not names:
-            raise UsageError(f"--vault {v}: not an indexed vault (known: {', '.join(x.name for x in known) or 'none'})")
-        out.extend(names)
-    return tuple(out)
-
-
-def _make_query(opts: dict[str, Any], settings, known) -> "Query":
-    from .search import Query
-
-    text = opts.get("text")
-    if not isinstance(text, str):
-        raise UsageError("a query needs 'text'")
-    k = opts.get("k") or settings.search.k
-    if int(k) < 1:
-        raise UsageError("-k must be at least 1")
-    as_list = lambda v: tuple(v) if isinstance(v, (list, tuple)) else ((v,) if v else ())  # noqa: E731
-    return Query(
-        text=text, k=int(k), tags=as_list(opts.get("tags") or opts.get("tag")),
-        any_tags=bool(opts.get("any_tags")), kinds=as_list(opts.get("kinds") or opts.get("kind")),
-        topic=opts.get("topic"), vaults=_vault_filter(list(as_list(opts.get("vaults") or opts.get("vault"))), known),
-        path_glob=opts.get("path"), history=bool(opts.get("history")),
-        mode=opts.get("mode") or settings.search.mode, explain=bool(opts.get("explain")),
-        half_life_days=_half_life(str(opts["half_life"])) if opts.get("half_life") is not None else None,
-    )
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from .index import VaultIndex
-    from .search import Searcher
+    from .query import parse_half_life
 
     settings = _settings(args)
-    _half_life(args.half_life)  # a bad flag is a usage error before anything is opened
+    parse_half_life(args.half_life)  # a bad flag is a usage error before anything is opened
+    if args.k is not None and args.k < 1:
+        raise UsageError("-k must be at least 1")
+    if args.batch and args.text:
+        raise UsageError("give either query text or --batch FILE, not both")
+    if not args.batch and not args.text:
+        raise UsageError("nothing to search for: give query text (or --batch FILE)")
     opts = {"k": args.k, "tags": args.tag, "any_tags": args.any_tag, "kinds": args.kind, "topic": args.topic,
             "vaults": args.vault, "path": args.path, "history": args.history, "mode": args.mode,
             "explain": args.explain, "half_life": args.half_life}
-    with VaultIndex(settings, writable=False) as idx:
-        searcher = Searcher(idx)
-        known = idx.vaults()
+    opts = {k: v for k, v in opts.items() if v not in (None, [], False)}
+    backend = Backend(args, settings)
+    try:
         if args.batch:
-            if args.text:
-                raise UsageError("give either query text or --batch FILE, not both")
-            return _run_batch(args.batch, opts, settings, known, searcher)
-        if not args.text:
-            raise UsageError("nothing to search for: give query text (or --batch FILE)")
-        query = _make_query({**opts, "text": " ".join(args.text)}, settings, known)
-        hits, info = searcher.search(query)
-        if args.json:
-            print(json.dumps({"hits": [h.to_json() for h in hits], **info}, ensure_ascii=False))
-        else:
-            _print_hits(hits, info)
-        return 0 if hits else 1
+            return _run_batch(args.batch, opts, backend)
+        out = backend.request({"op": "query", **opts, "text": " ".join(args.text)})
+    finally:
+        if not args.batch:
+            backend.close()
+    if args.json:
+        print(json.dumps({"hits": out["hits"], "took_ms": out["took_ms"]}, ensure_ascii=False))
+    else:
+        _print_hits(out["hits"], out["took_ms"])
+    return 0 if out["hits"] else 1
 
 
-def _run_batch(path: str, opts: dict, settings, known, searcher) -> int:
-    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
-    with stream:
-        for n, line in enumerate(stream, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                if line.startswith("{"):
-                    item = json.loads(line)
-                    if not isinstance(item, dict):
-                        raise UsageError("a JSON line must be an object")
-                    query = _make_query({**opts, **{k.replace("-", "_"): v for k, v in item.items()}}, settings, known)
-                else:
-                    query = _make_query({**opts, "text": line}, settings, known)
-                hits, info = searcher.search(query)
-                out = {"hits": [h.to_json() for h in hits], **info}
-            except (VaultmemError, ValueError, TypeError) as err:
-                out = {"error": f"line {n}: {err}", "hits": []}
-            print(json.dumps(out, ensure_ascii=False), flush=True)
+def _run_batch(path: str, opts: dict, backend: Backend) -> int:
+    try:
+        stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
+        with stream:
+            for n, line in enumerate(stream, 1):
+                line = line.strip()
+                if not line:
+                    continue
+                try:
+                    if line.startswith("{"):
+                        item = json.loads(line)
+                        if not isinstance(item, dict):
+                            raise UsageError("a JSON line must be an object")
+                        req = {**opts, **{k.replace("-", "_"): v for k, v in item.items()}}
+                    else:
+                        req = {**opts, "text": line}
+                    out = backend.request({**req, "op": "query"})
+                    out = {"hits": out["hits"], "took_ms": out["took_ms"]}
+                except (VaultmemError, ValueError, TypeError) as err:
+                    out = {"error": f"line {n}: {err}", "hits": []}
+                print(json.dumps(out, ensure_ascii=False), flush=True)
+    finally:
+        backend.close()
     return 0
 
 
-def _print_hits(hits, info) -> None:
+def _print_hits(hits: list[dict], took_ms: float) -> None:
     tty = sys.stdout.isatty()
     bold = (lambda s: f"\033[1m{s}\033[0m") if tty else (lambda s: s)
     if not hits:
         print("no matching notes", file=sys.stderr)
         return
     for i, h in enumerate(hits, 1):
-        state = "current" if h.current else f"superseded by {h.superseded_by}"
-        changed = "  (file changed since indexed)" if h.changed else ""
-        print(bold(f"{i}. {h.vault}:{h.path}:{h.line_start}-{h.line_end}") + f"  {h.heading}  [{state}] score {h.score:.4f}{changed}")
-        meta = [f"topic: {h.topic}" if h.topic else "", f"tags: {', '.join(h.tags)}" if h.tags else "",
-                f"kind: {h.kind}", h.date or ""]
+        state = "current" if h["current"] else f"superseded by {h['superseded_by']}"
+        changed = "  (file changed since indexed)" if h.get("changed") else ""
+        print(bold(f"{i}. {h['vault']}:{h['path']}:{h['line_start']}-{h['line_end']}")
+              + f"  {h['heading']}  [{state}] score {h['score']:.4f}{changed}")
+        meta = [f"topic: {h['topic']}" if h.get("topic") else "",
+                f"tags: {', '.join(h['tags'])}" if h.get("tags") else "", f"kind: {h['kind']}", h.get("date") or ""]
         print("   " + " · ".join(m for m in meta if m))
-        snippet = h.snippet
+        snippet = h["snippet"]
         if tty:
-            import re
-
             snippet = re.sub(r"\*\*(.+?)\*\*", lambda m: bold(m.group(1)), snippet)
         print("   " + snippet)
-        if h.explain:
-            print("   explain: " + ", ".join(f"{k}={v}" for k, v in h.explain.items()))
-    print(f"{len(hits)} hits in {info['took_ms']} ms", file=sys.stderr)
+        if h.get("explain"):
+            print("   explain: " + ", ".join(f"{k}={v}" for k, v in h["explain"].items()))
+    print(f"{len(hits)} hits in {took_ms} ms", file=sys.stderr)
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from .index import VaultIndex
-
-    settings = _settings(args)
-    with VaultIndex(settings, writable=False) as idx:
-        st = idx.status()
+    backend = Backend(args, _settings(args))
+    try:
+        st = backend.request({"op": "status"})
+    finally:
+        backend.close()
+    st.pop("ok", None)
     if args.json:
         print(json.dumps(st, ensure_ascii=False))
         return 0
+    if "pid" in st:
+        print(f"daemon pid {st['pid']} on {st['socket']}, up {st['uptime_s']}s, generation {st['generation']}"
+              + ("" if st["ready"] else " (starting: first reconcile running)"))
+        if st.get("last_reconcile"):
+            lr = st["last_reconcile"]
+            print(f"last reconcile {lr['at']} ({lr['reason']}): {lr['summary']}")
     print(f"state dir: {st['state_dir']}")
     for v in st["vaults"]:
         print(f"vault {v['name']}: {v['root']}")
@@ -256,7 +347,44 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"index": cmd_index, "query": cmd_query, "status": cmd_status}
+def cmd_reindex(args: argparse.Namespace) -> int:
+    backend = Backend(args, _settings(args))
+    try:
+        out = backend.request({"op": "reindex", "rebuild": bool(args.rebuild)})
+    finally:
+        backend.close()
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+        return 0
+    r = out["report"]
+    for key, reason in sorted(out.get("problems", {}).items()):
+        print(f"skipped {key}: {reason}", file=sys.stderr)
+    print(f"reindexed: {r['files']} files: {r['added']} added, {r['updated']} updated, {r['removed']} removed, "
+          f"{r['unchanged']} unchanged, {r['skipped']} skipped; {r['chunks_embedded']} chunks embedded")
+    return 0
+
+
+def cmd_daemon(args: argparse.Namespace) -> int:
+    from .client import socket_path
+    from .daemon import Daemon
+
+    settings = _settings(args, vaults=args.vault)
+    for v in settings.vaults:
+        if not v.root.is_dir():
+            raise UsageError(f"vault directory not found: {v.root}")
+    if not args.debug:
+        logging.getLogger().setLevel(logging.INFO)
+    return Daemon(settings, socket_path(args.socket, settings.daemon.socket)).run()
+
+
+def cmd_service(args: argparse.Namespace) -> int:
+    from .service import run
+
+    return run(args)
+
+
+COMMANDS = {"index": cmd_index, "query": cmd_query, "status": cmd_status, "reindex": cmd_reindex,
+            "daemon": cmd_daemon, "service": cmd_service}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -268,8 +396,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
                         format="vaultmem: %(levelname)s: %(message)s")
     if not args.debug:
-        for noisy in ("lancedb", "pylance", "lance"):
+        for noisy in ("lancedb", "pylance", "lance", "apscheduler", "watchdog"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
+        logging.getLogger("watchdog.observers").setLevel(logging.WARNING)  # overflow warnings matter
     try:
         return COMMANDS[args.command](args)
     except VaultmemError as err:

@@ -57,6 +57,16 @@ DEFAULTS: dict[str, Any] = {
         "half_life_days": 0.0,  # 0: no time decay
         "snippet_chars": 240,
     },
+    "daemon": {
+        "socket": "",  # empty: $XDG_RUNTIME_DIR/vaultmem/vaultmem.sock
+        "debounce_ms": 10,
+        "reconcile_minutes": 15.0,
+        "optimize_minutes": 60.0,
+        "optimize_after_commits": 200,
+        "max_request_bytes": 1_048_576,
+        "client_idle_seconds": 30.0,
+        "max_clients": 128,
+    },
 }
 
 ENV = {
@@ -112,12 +122,25 @@ class SearchSettings:
 
 
 @dataclass(frozen=True)
+class DaemonSettings:
+    socket: str
+    debounce_ms: int
+    reconcile_minutes: float
+    optimize_minutes: float
+    optimize_after_commits: int
+    max_request_bytes: int
+    client_idle_seconds: float
+    max_clients: int
+
+
+@dataclass(frozen=True)
 class Settings:
     state_dir: Path
     vaults: tuple[Vault, ...]
     index: IndexSettings
     embedder: EmbedderSettings
     search: SearchSettings
+    daemon: DaemonSettings
     config_file: Path | None = None
     debug: bool = False
     extra: dict = field(default_factory=dict)
@@ -177,7 +200,7 @@ def make_vaults(items: list[tuple[str | None, str]]) -> tuple[Vault, ...]:
 def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> Settings:
     """Build the settings. `flags` holds only what the user passed on the command line:
     `config`, `state_dir`, `vaults` (list of `DIR`/`NAME=DIR`), `debug`, and per-section
-    overrides as {"search": {...}, "embedder": {...}, "index": {...}}."""
+    overrides as {"search": {...}, "embedder": {...}, "index": {...}, "daemon": {...}}."""
     flags = dict(flags or {})
     env = os.environ if env is None else env
     data = copy.deepcopy(DEFAULTS)
@@ -211,7 +234,7 @@ def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = No
         data["state_dir"] = flags["state_dir"]
     if flags.get("vaults"):
         vault_items = [parse_vault_arg(v) for v in flags["vaults"]]
-    for section in ("index", "embedder", "search"):
+    for section in ("index", "embedder", "search", "daemon"):
         over = {k: v for k, v in (flags.get(section) or {}).items() if v is not None}
         _merge(data[section], over, f"flags [{section}]")
 
@@ -223,6 +246,7 @@ def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = No
             index=IndexSettings(**{k: _coerce(DEFAULTS["index"][k], v, k) for k, v in data["index"].items()}),
             embedder=EmbedderSettings(**{k: _coerce(DEFAULTS["embedder"][k], v, k) for k, v in data["embedder"].items()}),
             search=SearchSettings(**{k: _coerce(DEFAULTS["search"][k], v, k) for k, v in data["search"].items()}),
+            daemon=DaemonSettings(**{k: _coerce(DEFAULTS["daemon"][k], v, k) for k, v in data["daemon"].items()}),
             config_file=config_file,
             debug=bool(flags.get("debug")),
         )

@@ -103,16 +103,22 @@ class FullText:
         return doc
 
     def commit(self) -> None:
+        """Make the writes durable and visible to this process's searchers. The writer stays
+        open (segment merges go on in the background) until close()."""
         if self._writer is not None:
             self._writer.commit()
-            self._writer.wait_merging_threads()
-            self._writer = None
         self.index.reload()
 
-    def rollback(self) -> None:
+    def close(self) -> None:
+        """Drop uncommitted writes, let running merges finish, release the writer lock."""
         if self._writer is not None:
             self._writer.rollback()
+            self._writer.wait_merging_threads()
             self._writer = None
+
+    def garbage_collect(self) -> None:
+        if self._writer is not None:
+            self._writer.garbage_collect_files()
 
     # -------------------------------------------------------------- queries
 

@@ -22,13 +22,13 @@ from typing import Callable
 
 import numpy as np
 
-from .catalog import Catalog, chunk_id
+from .catalog import Catalog, FileState, chunk_id
 from .config import Settings, Vault
 from .embedders import Embedder, make_embedder
 from .errors import IndexMissingError, VaultmemError
 from .fulltext import FullText
 from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
-from .scan import ScannedFile, scan_vault
+from .scan import ScannedFile, is_note_path, scan_vault, stat_file
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,10 @@ class SyncReport:
     chunks_reused: int = 0
     seconds: float = 0.0
     problems: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def changes(self) -> int:
+        return self.added + self.updated + self.removed + self.skipped
 
     def summary(self) -> str:
         return (
@@ -93,7 +97,7 @@ class VaultIndex:
         self._lock_fd = fd
 
     def close(self) -> None:
-        self.fulltext.rollback()
+        self.fulltext.close()
         self.catalog.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
@@ -127,38 +131,80 @@ class VaultIndex:
     def vaults(self) -> list[Vault]:
         return self.catalog.vaults()
 
+    def refresh(self) -> None:
+        """See what another VaultIndex on the same state dir has committed since."""
+        self.fulltext.index.reload()
+        if self._vectors is not None:
+            self._vectors.table.checkout_latest()
+
+    def optimize(self) -> None:
+        """Upkeep: compact the vector table and drop its old versions; let Tantivy delete files
+        no segment uses. Run by the writer only."""
+        assert self.writable
+        self.vectors.optimize()
+        self.fulltext.garbage_collect()
+
     # -------------------------------------------------------------- sync
 
     def sync(self, vaults: list[Vault] | None = None,
              progress: Callable[[int, int, int], None] | None = None) -> SyncReport:
-        """Bring the index in line with the files of `vaults` (default: every known vault)."""
+        """Bring the index in line with every file of `vaults` (default: every known vault)."""
         assert self.writable, "sync needs a writable index"
         started = time.perf_counter()
         vaults = list(vaults) if vaults is not None else self.vaults()
-        cfg = self.settings.index
         report = SyncReport()
         scanned: dict[str, ScannedFile] = {}
-        known: dict = {}
+        known: dict[str, FileState] = {}
         for vault in vaults:
             self.catalog.put_vault(vault)
-            scanned.update(scan_vault(vault, cfg.include, cfg.exclude, report.problems))
+            scanned.update(scan_vault(vault, self.settings.index.include, self.settings.index.exclude, report.problems))
             known.update(self.catalog.files(vault.name))
-        pending = self.catalog.pending()
-        report.files = len(scanned)
+        cfg = self.settings.index
         pipeline = f"{PIPELINE_VERSION}:{cfg.chunk_chars}:{cfg.preview_chars}"
-        redo_all = self.catalog.get_meta("pipeline") != pipeline
-        if redo_all:  # the way notes are cut or read changed: re-read every file
-            pending = pending | set(scanned)
-        todo = [s for k, s in sorted(scanned.items())
-                if k in pending or k not in known
-                or (known[k].size, known[k].mtime_ns) != (s.size, s.mtime_ns)]
+        redo = set(scanned) if self.catalog.get_meta("pipeline") != pipeline else set()
         vault_names = {v.name for v in vaults}
-        gone = sorted(k for k in set(known) | pending
-                      if k not in scanned and k.split(":", 1)[0] in vault_names)
-        report.unchanged = len(scanned) - len(todo)
-        batch = max(1, cfg.batch_files)
+        pending = {k for k in self.catalog.pending() if k.split(":", 1)[0] in vault_names}
+        self._reconcile(scanned, known, pending | redo, report, progress)
+        self.catalog.set_meta("pipeline", pipeline)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def update(self, vault: Vault, paths: set[str]) -> SyncReport:
+        """Bring the index in line with some vault-relative paths: files or directories, existing
+        or gone. What to do is decided by looking at the disk, never at how the change was seen."""
+        assert self.writable, "update needs a writable index"
+        started = time.perf_counter()
+        report = SyncReport()
+        cfg = self.settings.index
+        scanned: dict[str, ScannedFile] = {}
+        known: dict[str, FileState] = {}
+        for rel in paths:
+            full = os.path.join(str(vault.root), rel)
+            if os.path.isdir(full):
+                scanned.update(scan_vault(vault, cfg.include, cfg.exclude, report.problems, under=rel))
+            elif is_note_path(rel, cfg.include, cfg.exclude):
+                s = stat_file(vault, rel)
+                if s is not None:
+                    scanned[s.key] = s
+            known.update(self.catalog.files(vault.name, under=rel))
+        scope = set(scanned) | set(known)
+        pending = {k for k in self.catalog.pending() if k in scope}
+        self._reconcile(scanned, known, pending, report, None)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _reconcile(self, scanned: dict[str, ScannedFile], known: dict[str, FileState], redo: set[str],
+                   report: SyncReport, progress: Callable[[int, int, int], None] | None) -> None:
+        """Index what changed among `scanned`, drop what is `known` but gone; `redo` keys are
+        re-read whatever their stat says (pending after a crash, or a new pipeline)."""
+        report.files += len(scanned)
+        todo = [s for k, s in sorted(scanned.items())
+                if k in redo or k not in known or (known[k].size, known[k].mtime_ns) != (s.size, s.mtime_ns)]
+        gone = sorted(k for k in set(known) | (redo - set(scanned)) if k not in scanned)
+        report.unchanged += len(scanned) - len(todo)
+        batch = max(1, self.settings.index.batch_files)
         for i in range(0, len(todo), batch):
-            self._sync_batch(todo[i : i + batch], known, pending, report)
+            self._sync_batch(todo[i : i + batch], known, redo, report)
             if progress:
                 progress(min(i + batch, len(todo)), len(todo), report.chunks_embedded)
         if gone:
@@ -167,11 +213,9 @@ class VaultIndex:
             self.fulltext.commit()
             self.vectors.replace(set(gone), [])
             self.catalog.write([], [], gone, gone)
-            report.removed = len(gone)
-        self.catalog.recompute_supersession()
-        self.catalog.set_meta("pipeline", pipeline)
-        report.seconds = time.perf_counter() - started
-        return report
+            report.removed += len(gone)
+        if todo or gone:
+            self.catalog.recompute_supersession()
 
     def _read(self, s: ScannedFile) -> tuple[bytes | None, str | None]:
         if s.size > self.settings.index.max_file_bytes:
@@ -245,7 +289,7 @@ class VaultIndex:
         """Forget everything indexed (not the vault list): the next sync re-reads every file."""
         import shutil
 
-        self.fulltext.rollback()
+        self.fulltext.close()
         self._vectors = None
         for sub in ("tantivy", "lance"):
             shutil.rmtree(self.state_dir / sub, ignore_errors=True)

@@ -69,15 +69,19 @@ def _dir_excluded(relpath: str, exclude: tuple[str, ...]) -> bool:
 
 
 def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
-               problems: dict[str, str] | None = None) -> dict[str, ScannedFile]:
-    """All note files of a vault by key. Unstattable files land in `problems` (key -> reason)."""
+               problems: dict[str, str] | None = None, under: str = "") -> dict[str, ScannedFile]:
+    """All note files of a vault (or of its subdirectory `under`) by key. Unstattable files
+    land in `problems` (key -> reason)."""
     found: dict[str, ScannedFile] = {}
     root = str(vault.root)
     seen_dirs: set[tuple[int, int]] = set()
     if not os.path.isdir(root):
         log.warning("vault %s: directory %s does not exist", vault.name, root)
         return found
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+    start = os.path.join(root, under) if under else root
+    if not os.path.isdir(start):
+        return found
+    for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
         try:
             st = os.stat(dirpath)
         except OSError:

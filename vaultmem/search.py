@@ -22,25 +22,10 @@ from typing import Any
 
 from .index import VaultIndex
 from .notes import extract_entities
+from .query import Query
 from .scan import matches
 from .supersession import topic_key
 from .text import STOP_WORDS, WORD, highlight_terms, normalize
-
-
-@dataclass(frozen=True)
-class Query:
-    text: str
-    k: int = 10
-    tags: tuple[str, ...] = ()
-    any_tags: bool = False
-    kinds: tuple[str, ...] = ()
-    topic: str | None = None
-    vaults: tuple[str, ...] = ()
-    path_glob: str | None = None
-    history: bool = False
-    mode: str = "hybrid"
-    explain: bool = False
-    half_life_days: float | None = None
 
 
 @dataclass

@@ -1,0 +1,63 @@
+"""The thin client of the daemon's socket: find the socket, send one JSON request, read one
+JSON response. Standard library only, so that `vaultmem query` through a running daemon
+starts and answers in milliseconds. Nothing here opens an index."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from typing import Any
+
+
+class DaemonUnavailable(Exception):
+    """No daemon answers on the socket (not running, or a stale socket file)."""
+
+
+def default_socket_path() -> str:
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and os.path.isdir(runtime):
+        return os.path.join(runtime, "vaultmem", "vaultmem.sock")
+    return os.path.join("/tmp", f"vaultmem-{os.getuid()}", "vaultmem.sock")
+
+
+def socket_path(flag: str | None = None, configured: str = "") -> str:
+    """--socket > $VAULTMEM_SOCKET > config > $XDG_RUNTIME_DIR/vaultmem/vaultmem.sock."""
+    return os.path.expanduser(flag or os.environ.get("VAULTMEM_SOCKET") or configured or default_socket_path())
+
+
+class Client:
+    def __init__(self, path: str, timeout: float = 60.0):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError, PermissionError, OSError) as err:
+            self.sock.close()
+            raise DaemonUnavailable(f"no daemon at {path} ({err.strerror or err})") from None
+        self._buf = b""
+
+    def request(self, obj: dict[str, Any]) -> dict[str, Any]:
+        self.sock.sendall(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
+        while b"\n" not in self._buf:
+            data = self.sock.recv(1 << 20)
+            if not data:
+                raise DaemonUnavailable(f"the daemon at {self.path} closed the connection")
+            self._buf += data
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def call(path: str, obj: dict[str, Any], timeout: float = 600.0) -> dict[str, Any]:
+    with Client(path, timeout) as c:
+        return c.request(obj)

@@ -1,0 +1,483 @@
+"""The daemon: watches the vaults, applies every change through one writer thread, answers
+requests on a Unix socket, runs scheduled upkeep, and talks to systemd.
+
+Threads and what they own:
+- the writer thread owns the writable VaultIndex (Tantivy writer, LanceDB table, catalog
+  writes). Every change, reconcile and upkeep job goes through its queue; a burst becomes one
+  batch. After each batch it refreshes the reader.
+- connection threads answer requests with the read-only VaultIndex, one query at a time
+  (the read lock), so searches never see a half-refreshed reader.
+- watchdog's observer thread only turns file events into queue items; APScheduler's thread
+  only enqueues upkeep. Nothing here writes a note.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import queue
+import signal
+import socket
+import socketserver
+import struct
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from . import __version__
+from .client import Client, DaemonUnavailable
+from .config import Settings, Vault
+from .errors import VaultmemError
+from .index import SyncReport, VaultIndex, embedder_identity
+from .query import build_query
+from .scan import _dir_excluded, is_note_path, relpath_in
+from .search import Searcher
+
+log = logging.getLogger("vaultmem.daemon")
+
+
+# ------------------------------------------------------------------ systemd
+
+
+def sd_notify(message: str) -> bool:
+    """Send a state line to systemd's notify socket, if we run under Type=notify."""
+    addr = os.environ.get("NOTIFY_SOCKET")
+    if not addr:
+        return False
+    if addr.startswith("@"):
+        addr = "\0" + addr[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.connect(addr)
+            s.sendall(message.encode())
+        return True
+    except OSError as err:
+        log.warning("cannot notify systemd at %s: %s", addr, err)
+        return False
+
+
+# ------------------------------------------------------------------ the writer's work items
+
+
+@dataclass
+class Work:
+    kind: str  # "path" | "reconcile" | "optimize" | "call" | "stop"
+    vault: str = ""
+    rel: str = ""
+    reason: str = ""
+    fn: Callable[[VaultIndex], Any] | None = None
+    done: threading.Event | None = None
+    result: dict[str, Any] = field(default_factory=dict)
+
+
+class _OverflowWatch(logging.Handler):
+    """watchdog reports a lost-events inotify overflow only as a log warning: turn it into a
+    reconcile."""
+
+    def __init__(self, daemon: "Daemon"):
+        super().__init__(logging.WARNING)
+        self.daemon = daemon
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" in record.getMessage().lower():
+            self.daemon.enqueue(Work("reconcile", reason="inotify queue overflowed"))
+
+
+class _Events(FileSystemEventHandler):
+    def __init__(self, daemon: "Daemon", vault: Vault):
+        self.daemon, self.vault = daemon, vault
+        cfg = daemon.settings.index
+        self.include, self.exclude = cfg.include, cfg.exclude
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type in ("opened", "closed_no_write"):
+            return  # reads, including our own
+        if event.is_directory and event.event_type in ("modified", "attrib", "closed"):
+            return
+        for raw in (event.src_path, getattr(event, "dest_path", "")):
+            if not raw:
+                continue
+            path = raw.decode() if isinstance(raw, bytes) else raw
+            rel = relpath_in(self.vault, path)
+            if not rel or rel == ".":
+                if event.is_directory and event.event_type in ("deleted", "moved"):
+                    self.daemon.enqueue(Work("reconcile", reason=f"vault root {path} {event.event_type}"))
+                continue
+            if event.is_directory:
+                if not _dir_excluded(rel, self.exclude):
+                    self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
+            elif is_note_path(rel, self.include, self.exclude):
+                self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
+
+
+# ------------------------------------------------------------------ the socket server
+
+
+class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, path: str, owner: "Daemon"):
+        self.owner = owner
+        self.slots = threading.BoundedSemaphore(owner.settings.daemon.max_clients)
+        super().__init__(path, _Connection)
+
+    def verify_request(self, request: socket.socket, client_address: Any) -> bool:
+        try:
+            creds = request.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            _, uid, _ = struct.unpack("3i", creds)
+        except OSError:
+            return False
+        if uid != os.getuid():
+            log.warning("refused a connection from uid %d", uid)
+            return False
+        return True
+
+
+class _Connection(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        owner: Daemon = self.server.owner  # type: ignore[attr-defined]
+        cfg = owner.settings.daemon
+        sock: socket.socket = self.request
+        sock.settimeout(cfg.client_idle_seconds)
+        slots = self.server.slots  # type: ignore[attr-defined]
+        if not slots.acquire(timeout=cfg.client_idle_seconds):
+            self._send(sock, {"ok": False, "code": "busy", "error": "too many clients; try again"})
+            return
+        try:
+            buf = b""
+            while True:
+                try:
+                    data = sock.recv(65536)
+                except (socket.timeout, OSError):
+                    return  # stalled or gone
+                if not data:
+                    return
+                buf += data
+                while b"\n" in buf:
+                    line, buf = buf.split(b"\n", 1)
+                    if line.strip() and not self._send(sock, owner.handle_line(line)):
+                        return
+                if len(buf) > cfg.max_request_bytes:
+                    self._send(sock, {"ok": False, "code": "too_large",
+                                      "error": f"request over {cfg.max_request_bytes} bytes"})
+                    return
+        finally:
+            slots.release()
+
+    @staticmethod
+    def _send(sock: socket.socket, obj: dict) -> bool:
+        try:
+            sock.sendall(json.dumps(obj, ensure_ascii=False, default=str).encode("utf-8") + b"\n")
+            return True
+        except OSError:
+            return False
+
+
+# ------------------------------------------------------------------ the daemon
+
+
+class Daemon:
+    def __init__(self, settings: Settings, socket_path: str):
+        self.settings = settings
+        self.socket_path = socket_path
+        self.queue: queue.Queue[Work] = queue.Queue()
+        self.stop_event = threading.Event()
+        self.read_lock = threading.Lock()
+        self.generation = 0
+        self.ready = False
+        self.started = time.time()
+        self.last_reconcile: dict[str, Any] | None = None
+        self.commits_since_optimize = 0
+        self.writer: VaultIndex | None = None
+        self.reader: VaultIndex | None = None
+        self.searcher: Searcher | None = None
+        self.server: _Server | None = None
+        self.observer: Observer | None = None
+        self.scheduler: BackgroundScheduler | None = None
+        self._writer_thread: threading.Thread | None = None
+        self._overflow = _OverflowWatch(self)
+        self._reopen_reader = False
+
+    # -------------------------------------------------------------- life cycle
+
+    def run(self) -> int:
+        """Start everything, serve until SIGTERM/SIGINT, shut down cleanly."""
+        signal.signal(signal.SIGTERM, lambda *_: self.stop_event.set())
+        signal.signal(signal.SIGINT, lambda *_: self.stop_event.set())
+        self.start()
+        try:
+            while not self.stop_event.wait(1.0):
+                pass
+        finally:
+            self.shutdown()
+        return 0
+
+    def start(self) -> None:
+        self.writer = VaultIndex(self.settings, writable=True)
+        vaults = list(self.settings.vaults) or self.writer.vaults()
+        if not vaults:
+            self.writer.close()
+            raise VaultmemError("no vault to watch: pass --vault DIR (or set vaults in the config file)")
+        for v in vaults:
+            self.writer.catalog.put_vault(v)
+        self.vaults = {v.name: v for v in vaults}
+        self.reader = VaultIndex(self.settings, writable=False)
+        self.searcher = Searcher(self.reader)
+        self._bind()
+        self._writer_thread = threading.Thread(target=self._writer_loop, name="vaultmem-writer", daemon=True)
+        self._writer_thread.start()
+        self._serve_thread = threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.2},
+                                              name="vaultmem-socket", daemon=True)
+        self._serve_thread.start()
+        for name in ("watchdog.observers.inotify", "watchdog.observers.inotify_c"):
+            logging.getLogger(name).addHandler(self._overflow)
+        self.observer = Observer()
+        for v in vaults:
+            if v.root.is_dir():
+                self.observer.schedule(_Events(self, v), str(v.root), recursive=True)
+            else:
+                log.warning("vault %s: %s is not a directory; not watched", v.name, v.root)
+        self.observer.start()
+        # the start-up reconcile runs on the writer thread, after the watch is up, so no edit
+        # falls between the scan and the watch
+        work = self.enqueue(Work("reconcile", reason="start-up", done=threading.Event()))
+        while not work.done.wait(0.5):
+            if self.stop_event.is_set():
+                return
+        self.ready = True
+        self.scheduler = BackgroundScheduler(daemon=True)
+        cfg = self.settings.daemon
+        if cfg.reconcile_minutes > 0:
+            self.scheduler.add_job(lambda: self.enqueue(Work("reconcile", reason="scheduled")),
+                                   "interval", minutes=cfg.reconcile_minutes, id="reconcile")
+        if cfg.optimize_minutes > 0:
+            self.scheduler.add_job(lambda: self.enqueue(Work("optimize")), "interval",
+                                   minutes=cfg.optimize_minutes, id="optimize")
+        self.scheduler.start()
+        sd_notify(f"READY=1\nSTATUS=watching {len(vaults)} vault(s), {work.result.get('summary', '')}")
+        log.info("ready: %s; serving %s", work.result.get("summary", ""), self.socket_path)
+
+    def _bind(self) -> None:
+        directory = os.path.dirname(self.socket_path)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        st = os.stat(directory)
+        if st.st_uid != os.getuid():
+            raise VaultmemError(f"socket directory {directory} belongs to another user")
+        if st.st_mode & 0o077 and directory != "/tmp":
+            os.chmod(directory, 0o700)
+        if os.path.exists(self.socket_path):
+            try:
+                Client(self.socket_path, timeout=2).close()
+            except DaemonUnavailable:
+                os.unlink(self.socket_path)  # left behind by a daemon that died
+            else:
+                raise VaultmemError(f"a daemon already answers on {self.socket_path}")
+        old = os.umask(0o177)
+        try:
+            self.server = _Server(self.socket_path, self)
+        finally:
+            os.umask(old)
+        os.chmod(self.socket_path, 0o600)
+
+    def shutdown(self) -> None:
+        log.info("stopping")
+        sd_notify("STOPPING=1")
+        if self.observer is not None:
+            self.observer.stop()
+        if self.scheduler is not None:
+            self.scheduler.shutdown(wait=False)
+        if self._writer_thread is not None:
+            self.queue.put(Work("stop"))
+            self._writer_thread.join(timeout=120)  # finishes the batch in hand, commits
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            try:
+                os.unlink(self.socket_path)
+            except OSError:
+                pass
+        if self.observer is not None:
+            self.observer.join(timeout=5)
+        for name in ("watchdog.observers.inotify", "watchdog.observers.inotify_c"):
+            logging.getLogger(name).removeHandler(self._overflow)
+        if self.reader is not None:
+            self.reader.close()
+        if self.writer is not None:
+            self.writer.close()
+        log.info("stopped")
+
+    # -------------------------------------------------------------- the writer
+
+    def enqueue(self, work: Work) -> Work:
+        self.queue.put(work)
+        return work
+
+    def _drain(self, batch: list[Work]) -> None:
+        while True:
+            try:
+                batch.append(self.queue.get_nowait())
+            except queue.Empty:
+                return
+
+    def _writer_loop(self) -> None:
+        debounce = self.settings.daemon.debounce_ms / 1000.0
+        while True:
+            batch = [self.queue.get()]
+            self._drain(batch)
+            if debounce and any(w.kind == "path" for w in batch):
+                time.sleep(debounce)  # the rest of an editor's save (temp file, rename) arrives
+                self._drain(batch)
+            stop = any(w.kind == "stop" for w in batch)
+            try:
+                self._apply(batch)
+            except Exception:  # one bad batch must not kill the writer; the next reconcile repairs
+                log.exception("a write batch failed; a reconcile will follow")
+                if not stop:
+                    self.queue.put(Work("reconcile", reason="after a failed batch"))
+            for w in batch:
+                if w.done is not None:
+                    w.done.set()
+            if stop:
+                return
+
+    def _apply(self, batch: list[Work]) -> None:
+        assert self.writer is not None
+        t0 = time.perf_counter()
+        report = SyncReport()
+        reconcile = [w for w in batch if w.kind == "reconcile"]
+        if reconcile:
+            report = self.writer.sync(list(self.vaults.values()))
+            self.last_reconcile = {"at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+                                   "reason": reconcile[0].reason, "summary": report.summary()}
+            for w in reconcile:
+                w.result.update(report.__dict__, summary=report.summary())
+            log.info("reconcile (%s): %s", reconcile[0].reason, report.summary())
+        else:
+            paths: dict[str, set[str]] = {}
+            for w in batch:
+                if w.kind == "path":
+                    paths.setdefault(w.vault, set()).add(w.rel)
+            for name, rels in paths.items():
+                r = self.writer.update(self.vaults[name], rels)
+                for k in ("added", "updated", "removed", "skipped", "chunks_embedded", "chunks_reused"):
+                    setattr(report, k, getattr(report, k) + getattr(r, k))
+                report.problems.update(r.problems)
+            if report.changes:
+                log.info("applied %d changed path(s) in %.0f ms: %d added, %d updated, %d removed, %d skipped; "
+                         "%d chunks embedded", sum(len(r) for r in paths.values()), (time.perf_counter() - t0) * 1000,
+                         report.added, report.updated, report.removed, report.skipped, report.chunks_embedded)
+                for key, reason in report.problems.items():
+                    log.warning("skipped %s: %s", key, reason)
+        for w in batch:
+            if w.kind == "call" and w.fn is not None:
+                try:
+                    w.result["value"] = w.fn(self.writer)
+                except VaultmemError as err:
+                    w.result["error"] = str(err)
+        if report.changes or any(w.kind == "call" for w in batch):
+            self.commits_since_optimize += 1
+            self._refresh()
+        wants_optimize = any(w.kind == "optimize" for w in batch)
+        if wants_optimize or self.commits_since_optimize >= self.settings.daemon.optimize_after_commits:
+            t = time.perf_counter()
+            self.writer.optimize()
+            self.commits_since_optimize = 0
+            self._refresh()
+            log.info("optimized the indexes in %.0f ms", (time.perf_counter() - t) * 1000)
+        log.debug("batch of %d item(s) in %.1f ms", len(batch), (time.perf_counter() - t0) * 1000)
+
+    def _refresh(self) -> None:
+        with self.read_lock:
+            assert self.reader is not None
+            if self._reopen_reader:
+                self.reader.close()
+                self.reader = VaultIndex(self.settings, writable=False)
+                self.searcher = Searcher(self.reader)
+                self._reopen_reader = False
+            else:
+                self.reader.refresh()
+            self.generation += 1
+
+    # -------------------------------------------------------------- requests
+
+    def handle_line(self, line: bytes) -> dict[str, Any]:
+        try:
+            req = json.loads(line)
+        except (UnicodeDecodeError, ValueError) as err:
+            return {"ok": False, "code": "bad_json", "error": f"malformed JSON: {err}"}
+        if not isinstance(req, dict):
+            return {"ok": False, "code": "bad_request", "error": "a request is a JSON object with an 'op'"}
+        op = req.get("op")
+        handler = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
+        if handler is None:
+            return {"ok": False, "code": "unknown_op", "error": f"unknown op {op!r}; ops: {', '.join(self.ops())}"}
+        want = req.get("state_dir")
+        if want and os.path.realpath(os.path.expanduser(str(want))) != str(self.settings.state_dir):
+            return {"ok": False, "code": "wrong_state_dir",
+                    "error": f"this daemon serves {self.settings.state_dir}, not {want}"}
+        try:
+            out = handler(req)
+        except VaultmemError as err:
+            return {"ok": False, "code": type(err).__name__, "error": str(err)}
+        except Exception as err:  # a request must never take the daemon down
+            log.exception("request %r failed", op)
+            return {"ok": False, "code": "internal", "error": f"{type(err).__name__}: {err}"}
+        if "id" in req:
+            out["id"] = req["id"]
+        return out
+
+    def ops(self) -> list[str]:
+        return sorted(n[3:] for n in dir(self) if n.startswith("op_"))
+
+    def op_ping(self, req: dict) -> dict:
+        return {"ok": True, "version": __version__}
+
+    def op_query(self, req: dict) -> dict:
+        assert self.searcher is not None and self.reader is not None
+        s = self.settings.search
+        with self.read_lock:
+            known = [(v.name, str(v.root)) for v in self.reader.vaults()]
+            q = build_query({k: v for k, v in req.items() if k != "op"}, s.k, s.mode, known)
+            hits, info = self.searcher.search(q)
+        return {"ok": True, "hits": [h.to_json() for h in hits], **info}
+
+    def op_status(self, req: dict) -> dict:
+        assert self.reader is not None
+        with self.read_lock:
+            counts = self.reader.catalog.counts()
+            skipped = [{"key": r["key"], "reason": r["reason"]} for r in self.reader.catalog.skipped()]
+            pending_marks = len(self.reader.catalog.pending())
+        ident, dim = embedder_identity(self.settings)
+        return {
+            "ok": True, "version": __version__, "pid": os.getpid(), "ready": self.ready,
+            "generation": self.generation, **counts, "pending": self.queue.qsize() + pending_marks,
+            "vaults": [{"name": v.name, "root": str(v.root)} for v in self.vaults.values()],
+            "embedder": ident, "dim": dim, "state_dir": str(self.settings.state_dir),
+            "socket": self.socket_path, "last_reconcile": self.last_reconcile,
+            "uptime_s": round(time.time() - self.started, 1), "skipped_files": skipped,
+        }
+
+    def op_reindex(self, req: dict) -> dict:
+        """A full reconcile now (with "rebuild": true, from scratch); answers when done."""
+        if req.get("rebuild"):
+            def rebuild(idx: VaultIndex) -> dict:
+                idx.rebuild()
+                self._reopen_reader = True  # its files were just deleted
+                return idx.sync(list(self.vaults.values())).__dict__
+            work = self.enqueue(Work("call", fn=rebuild, done=threading.Event()))
+        else:
+            work = self.enqueue(Work("reconcile", reason="requested", done=threading.Event()))
+        work.done.wait()
+        result = work.result.get("value", work.result)
+        if "error" in work.result:
+            return {"ok": False, "code": "reindex_failed", "error": work.result["error"]}
+        return {"ok": True, "report": {k: v for k, v in result.items() if k != "problems"},
+                "problems": result.get("problems", {})}

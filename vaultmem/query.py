@@ -1,0 +1,94 @@
+"""What a query asks for, built from options given by the CLI, a batch line or a socket
+request. Standard library only: the thin client imports this, and nothing heavy."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import UsageError
+
+
+@dataclass(frozen=True)
+class Query:
+    text: str
+    k: int = 10
+    tags: tuple[str, ...] = ()
+    any_tags: bool = False
+    kinds: tuple[str, ...] = ()
+    topic: str | None = None
+    vaults: tuple[str, ...] = ()
+    path_glob: str | None = None
+    history: bool = False
+    mode: str = "hybrid"
+    explain: bool = False
+    half_life_days: float | None = None
+
+
+# option names accepted in a request, with their aliases
+OPTIONS = ("text", "k", "tags", "tag", "any_tags", "kinds", "kind", "topic", "vaults", "vault", "path",
+           "history", "mode", "explain", "half_life")
+
+
+def parse_half_life(value: Any) -> float | None:
+    """Days, as 90, '90', '90d', '12w' or '1y'."""
+    if value is None or value == "":
+        return None
+    v = str(value).strip().lower()
+    mult = 1.0
+    for suffix, m in (("d", 1.0), ("w", 7.0), ("y", 365.0)):
+        if v.endswith(suffix):
+            v, mult = v[:-1], m
+            break
+    try:
+        days = float(v) * mult
+    except ValueError:
+        raise UsageError(f"half-life {value!r}: give days, e.g. 90 or 90d or 12w") from None
+    if days <= 0:
+        raise UsageError("half-life must be positive")
+    return days
+
+
+def _tuple(v: Any) -> tuple[str, ...]:
+    if v is None or v == "" or v == []:
+        return ()
+    if isinstance(v, (list, tuple)):
+        return tuple(str(x) for x in v)
+    return (str(v),)
+
+
+def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
+                known_vaults: list[tuple[str, str]]) -> Query:
+    """A Query from an options dict (unknown keys are refused). `known_vaults` are
+    (name, root) pairs; a vault may be named by either."""
+    unknown = set(opts) - set(OPTIONS) - {"op", "state_dir", "id"}
+    if unknown:
+        raise UsageError(f"unknown query option(s): {', '.join(sorted(unknown))}")
+    text = opts.get("text")
+    if not isinstance(text, str):
+        raise UsageError("a query needs 'text' (a string)")
+    try:
+        k = int(opts.get("k") or default_k)
+    except (TypeError, ValueError):
+        raise UsageError(f"k must be a number, not {opts.get('k')!r}") from None
+    if k < 1 or k > 1000:
+        raise UsageError("k must be between 1 and 1000")
+    mode = opts.get("mode") or default_mode
+    if mode not in ("hybrid", "text", "vector"):
+        raise UsageError(f"mode must be hybrid, text or vector, not {mode!r}")
+    vaults = []
+    for v in _tuple(opts.get("vaults") or opts.get("vault")):
+        real = os.path.realpath(os.path.expanduser(v))
+        names = [name for name, root in known_vaults if name == v or root == real]
+        if not names:
+            known = ", ".join(n for n, _ in known_vaults) or "none"
+            raise UsageError(f"vault {v}: not an indexed vault (known: {known})")
+        vaults.extend(names)
+    topic = opts.get("topic")
+    return Query(
+        text=text, k=k, tags=_tuple(opts.get("tags") or opts.get("tag")), any_tags=bool(opts.get("any_tags")),
+        kinds=_tuple(opts.get("kinds") or opts.get("kind")), topic=str(topic) if topic else None,
+        vaults=tuple(vaults), path_glob=opts.get("path") or None, history=bool(opts.get("history")),
+        mode=mode, explain=bool(opts.get("explain")), half_life_days=parse_half_life(opts.get("half_life")),
+    )
