@@ -79,3 +79,90 @@ def run_cli(*args: str, input: str | None = None, env: dict | None = None) -> su
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "vaultmem.cli", *args], capture_output=True, text=True,
                           input=input, env=e, cwd=ROOT, timeout=300)
+
+
+class DaemonProc:
+    """A real `vaultmem daemon` subprocess on a temp vault, state dir and socket."""
+
+    def __init__(self, vault: Path, state: Path, sock: Path, extra_env: dict | None = None):
+        self.vault, self.state, self.sock = vault, state, sock
+        self.extra_env = extra_env or {}
+        self.proc: subprocess.Popen | None = None
+        self.log = state.parent / f"daemon-{os.getpid()}-{id(self)}.log"
+
+    def start(self, wait: bool = True) -> "DaemonProc":
+        e = dict(os.environ)
+        e.pop("NOTIFY_SOCKET", None)
+        e["XDG_CONFIG_HOME"] = "/nonexistent-vaultmem-test"
+        e.update(self.extra_env)
+        self._logf = open(self.log, "ab")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "vaultmem.cli", "daemon", "--vault", f"v={self.vault}",
+             "--state-dir", str(self.state), "--socket", str(self.sock)],
+            stdout=self._logf, stderr=subprocess.STDOUT, env=e, cwd=ROOT)
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float = 120.0) -> dict:
+        import time
+        from vaultmem.client import DaemonUnavailable, call
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"daemon exited with {self.proc.returncode}: {self.log.read_text()}")
+            try:
+                st = call(str(self.sock), {"op": "status"}, timeout=5)
+                if st.get("ready"):
+                    return st
+            except (DaemonUnavailable, OSError):
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"daemon not ready in {timeout}s: {self.log.read_text()}")
+
+    def request(self, obj: dict) -> dict:
+        from vaultmem.client import call
+        return call(str(self.sock), obj, timeout=60)
+
+    def paths(self, text: str, **opts) -> list[str]:
+        out = self.request({"op": "query", "text": text, "mode": "text", **opts})
+        assert out["ok"], out
+        return [h["path"] for h in out["hits"]]
+
+    def wait_for(self, predicate, timeout: float = 10.0):
+        import time
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            value = predicate()
+            if value:
+                return value
+            time.sleep(0.02)
+        raise AssertionError(f"condition not met in {timeout}s; log:\n{self.log.read_text()[-3000:]}")
+
+    def stop(self, sig: int = 15, timeout: float = 60.0) -> int:
+        if self.proc is None or self.proc.poll() is not None:
+            return self.proc.returncode if self.proc else 0
+        self.proc.send_signal(sig)
+        rc = self.proc.wait(timeout=timeout)
+        self._logf.close()
+        return rc
+
+
+def atomic_save(path: Path, text: str) -> None:
+    """Save the way editors and agents' file tools do: temp file, fsync, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.tmp{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+@pytest.fixture
+def daemon(tmp_path: Path):
+    vault = tmp_path / "vault"
+    (vault / "memory").mkdir(parents=True)
+    d = DaemonProc(vault, tmp_path / "state", tmp_path / "run" / "vaultmem.sock")
+    yield d
+    d.stop(9 if d.proc and d.proc.poll() is None else 15)

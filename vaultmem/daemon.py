@@ -123,6 +123,7 @@ class _Events(FileSystemEventHandler):
 class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
     daemon_threads = True
     block_on_close = False
+    request_queue_size = 512  # listen backlog: bursts of connections wait instead of failing
 
     def __init__(self, path: str, owner: "Daemon"):
         self.owner = owner

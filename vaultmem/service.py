@@ -4,7 +4,6 @@ systemd/vaultmem.service (also embedded here so an installed package does not ne
 from __future__ import annotations
 
 import os
-import shlex
 import shutil
 import sys
 from pathlib import Path
@@ -33,10 +32,13 @@ WantedBy=default.target
 
 
 def unit_text(args) -> str:
-    exe = shutil.which("vaultmem") or str(Path(sys.argv[0]).resolve())
-    if not os.path.isabs(exe) or not os.path.exists(exe):
-        exe = f"{sys.executable} -m vaultmem.cli"
-    cmd = shlex.split(exe) if " " in exe else [exe]
+    beside = Path(sys.executable).parent / "vaultmem"  # the script of this very installation
+    if beside.is_file() and os.access(beside, os.X_OK):
+        cmd = [str(beside)]
+    elif shutil.which("vaultmem"):
+        cmd = [str(Path(shutil.which("vaultmem")).resolve())]
+    else:
+        cmd = [sys.executable, "-m", "vaultmem.cli"]
     cmd.append("daemon")
     for v in args.vault:
         name, _, path = v.rpartition("=") if "=" in v and not os.path.exists(v) else ("", "", v)

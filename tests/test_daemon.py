@@ -1,0 +1,241 @@
+"""The daemon end to end: a real `vaultmem daemon` process on a temp vault and a real socket,
+files saved the way editors save them, SIGTERM and SIGKILL. Marked slow; CI runs them."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import time
+
+import pytest
+
+from conftest import DaemonProc, atomic_save, note, run_cli
+
+pytestmark = pytest.mark.slow
+
+
+def test_edits_are_searchable_at_once(daemon):
+    atomic_save(daemon.vault / "memory/a.md", note("a", "the aardvark digs\n"))
+    daemon.start()
+    assert daemon.paths("aardvark") == ["memory/a.md"]
+    # atomic save of a new note
+    atomic_save(daemon.vault / "memory/b.md", note("b", "a bison grazes\n"))
+    daemon.wait_for(lambda: daemon.paths("bison") == ["memory/b.md"])
+    # in-place write, as `echo >>` or an editor without atomic save does
+    with open(daemon.vault / "memory/a.md", "a") as f:
+        f.write("and a capybara swims\n")
+    daemon.wait_for(lambda: daemon.paths("capybara") == ["memory/a.md"])
+    # delete
+    (daemon.vault / "memory/b.md").unlink()
+    daemon.wait_for(lambda: daemon.paths("bison") == [])
+    # editor swap and backup files are not notes
+    (daemon.vault / "memory/.a.md.swp").write_text("swapped dingo\n")
+    (daemon.vault / "memory/a.md~").write_text("backup dingo\n")
+    atomic_save(daemon.vault / "memory/c.md", "a dingo howls\n")
+    daemon.wait_for(lambda: daemon.paths("dingo") == ["memory/c.md"])
+
+
+def test_moves_in_out_and_within_and_directory_moves(daemon, tmp_path):
+    atomic_save(daemon.vault / "memory/a.md", "the elephant remembers\n")
+    atomic_save(daemon.vault / "memory/sub/f.md", "a ferret hides\n")
+    daemon.start()
+    os.rename(daemon.vault / "memory/a.md", daemon.vault / "memory/renamed.md")
+    daemon.wait_for(lambda: daemon.paths("elephant") == ["memory/renamed.md"])
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    os.rename(daemon.vault / "memory/renamed.md", outside / "renamed.md")
+    daemon.wait_for(lambda: daemon.paths("elephant") == [])
+    os.rename(outside / "renamed.md", daemon.vault / "memory/back.md")
+    daemon.wait_for(lambda: daemon.paths("elephant") == ["memory/back.md"])
+    # a whole directory moves within the vault, then out, then one comes in
+    os.rename(daemon.vault / "memory/sub", daemon.vault / "memory/moved")
+    daemon.wait_for(lambda: daemon.paths("ferret") == ["memory/moved/f.md"])
+    os.rename(daemon.vault / "memory/moved", outside / "moved")
+    daemon.wait_for(lambda: daemon.paths("ferret") == [])
+    (outside / "newdir").mkdir()
+    (outside / "newdir/g.md").write_text("a gazelle runs\n")
+    os.rename(outside / "newdir", daemon.vault / "memory/newdir")
+    daemon.wait_for(lambda: daemon.paths("gazelle") == ["memory/newdir/g.md"])
+    shutil.rmtree(daemon.vault / "memory/newdir")
+    daemon.wait_for(lambda: daemon.paths("gazelle") == [])
+
+
+def test_supersession_follows_edits(daemon):
+    atomic_save(daemon.vault / "memory/v1.md", note("deploy", "deploy by hand\n", date="2025-01-01"))
+    daemon.start()
+    atomic_save(daemon.vault / "memory/v2.md", note("deploy", "deploy with CI\n", date="2026-01-01"))
+    daemon.wait_for(lambda: daemon.paths("deploy") == ["memory/v2.md"])
+    (daemon.vault / "memory/v2.md").unlink()
+    daemon.wait_for(lambda: daemon.paths("deploy") == ["memory/v1.md"])
+
+
+def test_status_reports_generation_and_counts(daemon):
+    atomic_save(daemon.vault / "memory/a.md", "one\n")
+    daemon.start()
+    st = daemon.request({"op": "status"})
+    assert st["ok"] and st["notes"] == 1 and st["ready"] and st["embedder"] == "use-multilingual-v3"
+    gen = st["generation"]
+    atomic_save(daemon.vault / "memory/b.md", "two\n")
+    daemon.wait_for(lambda: daemon.request({"op": "status"})["generation"] > gen)
+    assert daemon.request({"op": "status"})["notes"] == 2
+
+
+def test_socket_is_private_and_survives_bad_clients(daemon):
+    atomic_save(daemon.vault / "memory/a.md", "the hedgehog sleeps\n")
+    daemon.start()
+    assert oct(os.stat(daemon.sock).st_mode & 0o777) == "0o600"
+    assert oct(os.stat(daemon.sock.parent).st_mode & 0o777) == "0o700"
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(str(daemon.sock))
+    f = s.makefile("rwb")
+
+    def ask(raw: bytes) -> dict:
+        f.write(raw + b"\n")
+        f.flush()
+        return json.loads(f.readline())
+
+    assert ask(b"{not json")["code"] == "bad_json"
+    assert ask(b"[1, 2]")["code"] == "bad_request"
+    assert ask(b'{"op": "explode"}')["code"] == "unknown_op"
+    assert ask(b'{"op": "query", "text": 5}')["code"] == "UsageError"
+    assert ask(b'{"op": "query", "text": "hedgehog", "k": 1, "id": 7}')["id"] == 7  # same connection goes on
+    s.close()
+    # a request over the size bound is refused and its connection closed
+    big = socket.socket(socket.AF_UNIX)
+    big.connect(str(daemon.sock))
+    big.sendall(b'{"op": "query", "text": "' + b"x" * (1_100_000) + b'"}\n')
+    reply = big.makefile("rb").readline()
+    assert json.loads(reply)["code"] == "too_large"
+    big.close()
+    # a client that sends half a line and stalls does not block anyone else
+    stall = socket.socket(socket.AF_UNIX)
+    stall.connect(str(daemon.sock))
+    stall.sendall(b'{"op": "sta')
+    assert daemon.paths("hedgehog") == ["memory/a.md"]
+    for _ in range(200):  # connections opened and dropped
+        c = socket.socket(socket.AF_UNIX)
+        c.connect(str(daemon.sock))
+        c.close()
+    assert daemon.request({"op": "status"})["ok"]
+    stall.close()
+
+
+def test_cli_uses_the_daemon_and_falls_back_without_it(daemon):
+    atomic_save(daemon.vault / "memory/a.md", "the iguana basks\n")
+    daemon.start()
+    r = run_cli("query", "iguana", "--socket", str(daemon.sock), "--json")
+    assert r.returncode == 0 and "in-process" not in r.stderr
+    assert json.loads(r.stdout)["hits"][0]["path"] == "memory/a.md"
+    r = run_cli("status", "--socket", str(daemon.sock), "--json")
+    assert json.loads(r.stdout)["pid"] == daemon.proc.pid
+    r = run_cli("reindex", "--socket", str(daemon.sock), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["report"]["unchanged"] == 1
+    # the daemon serves another state dir than asked: answer in-process from the asked one
+    r = run_cli("query", "iguana", "--socket", str(daemon.sock), "--state-dir", str(daemon.state.parent / "other"))
+    assert r.returncode == 3 and "no index" in r.stderr
+    assert daemon.stop(signal.SIGTERM) == 0
+    assert not daemon.sock.exists()
+    r = run_cli("query", "iguana", "--socket", str(daemon.sock), "--state-dir", str(daemon.state), "--json")
+    assert r.returncode == 0 and "no daemon" in r.stderr and "in-process" in r.stderr
+    assert json.loads(r.stdout)["hits"][0]["path"] == "memory/a.md"
+
+
+def test_sigterm_finishes_and_restart_picks_up_edits_made_while_down(daemon):
+    atomic_save(daemon.vault / "memory/a.md", "the jaguar hunts\n")
+    daemon.start()
+    assert daemon.stop(signal.SIGTERM) == 0
+    atomic_save(daemon.vault / "memory/b.md", "the koala naps\n")
+    (daemon.vault / "memory/a.md").unlink()
+    d2 = DaemonProc(daemon.vault, daemon.state, daemon.sock).start()
+    try:
+        assert d2.paths("koala") == ["memory/b.md"] and d2.paths("jaguar") == []
+        assert d2.request({"op": "status"})["last_reconcile"]["summary"].startswith("1 files: 1 added")
+    finally:
+        d2.stop()
+
+
+def test_systemd_readiness_and_stopping_notifications(daemon, tmp_path):
+    atomic_save(daemon.vault / "memory/a.md", "the lemur leaps\n")
+    notify = tmp_path / "notify.sock"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    srv.bind(str(notify))
+    srv.settimeout(120)
+    daemon.extra_env = {"NOTIFY_SOCKET": str(notify)}
+    daemon.start(wait=False)
+    msg = srv.recv(4096).decode()
+    assert msg.startswith("READY=1")
+    # readiness comes after the start-up reconcile, with the socket already up
+    st = daemon.request({"op": "status"})
+    assert st["ready"] and st["notes"] == 1
+    daemon.proc.send_signal(signal.SIGTERM)
+    assert srv.recv(4096).decode().startswith("STOPPING=1")
+    assert daemon.proc.wait(60) == 0
+    srv.close()
+
+
+def test_unit_file_verifies_and_matches_the_template(tmp_path):
+    from vaultmem.service import TEMPLATE
+    from conftest import ROOT
+    repo_unit = (ROOT / "systemd/vaultmem.service").read_text()
+    body = "\n".join(ln for ln in repo_unit.splitlines() if not ln.startswith("#")) + "\n"
+    want = TEMPLATE.format(exec_start="%h/.local/bin/vaultmem daemon")
+    strip = lambda t: [ln for ln in t.splitlines() if ln and not ln.startswith("#")]  # noqa: E731
+    assert strip(body) == strip(want)
+    r = run_cli("service", "print", "--vault", str(tmp_path))
+    assert r.returncode == 0 and "Type=notify" in r.stdout and f"--vault {tmp_path}" in r.stdout
+    if shutil.which("systemd-analyze") is None:
+        pytest.skip("systemd-analyze not installed")
+    unit = tmp_path / "vaultmem.service"
+    unit.write_text(r.stdout)
+    import subprocess
+    v = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
+    problems = [ln for ln in (v.stdout + v.stderr).splitlines() if "vaultmem.service" in ln]
+    assert v.returncode == 0 and not problems, v.stdout + v.stderr
+
+
+def snapshot(state):
+    """Everything the index says, in a comparable form: notes with their current flags, chunks
+    with their hashes, and the chunk ids each engine holds."""
+    import tantivy
+    from vaultmem.config import resolve
+    from vaultmem.index import VaultIndex
+    with VaultIndex(resolve({"state_dir": str(state)}, env={})) as idx:
+        db = idx.catalog.db
+        notes = sorted(tuple(r) for r in db.execute("SELECT key, status, superseded_by, hash FROM notes"))
+        chunks = sorted(tuple(r) for r in db.execute("SELECT id, hash, line_start, line_end FROM chunks"))
+        searcher = idx.fulltext.index.searcher()
+        hits = searcher.search(tantivy.Query.all_query(), 100000, count=False).hits
+        text_ids = sorted(searcher.doc(a).get_first("chunk") for _, a in hits)
+        vec_ids = sorted(idx.vectors.table.to_arrow()["chunk"].to_pylist())
+        pending = idx.catalog.pending()
+    return notes, chunks, text_ids, vec_ids, pending
+
+
+@pytest.mark.parametrize("delay", [0.8, 2.5, 4.0])
+def test_sigkill_at_any_moment_then_restart_converges_to_a_fresh_index(tmp_path, delay):
+    vault = tmp_path / "vault"
+    for i in range(60):
+        atomic_save(vault / f"memory/n{i:02d}.md",
+                    note(f"t{i % 20}", f"# Note {i}\n\nbody of note {i} about topic {i % 20}\n\n## More\n\nsecond part {i}\n",
+                         date=f"2025-01-{1 + i // 20:02d}"))
+    d = DaemonProc(vault, tmp_path / "state", tmp_path / "run/v.sock").start(wait=False)
+    time.sleep(delay)
+    # edits land while it indexes, then it is killed
+    atomic_save(vault / "memory/n00.md", note("t0", "rewritten while indexing\n", date="2026-01-01"))
+    (vault / "memory/n01.md").unlink()
+    d.stop(signal.SIGKILL)
+    atomic_save(vault / "memory/late.md", "written while the daemon was dead\n")
+    d2 = DaemonProc(vault, tmp_path / "state", tmp_path / "run/v.sock").start()
+    d2.stop(signal.SIGTERM)
+    ref_state = tmp_path / "ref"
+    from vaultmem.config import resolve
+    from vaultmem.index import VaultIndex
+    s = resolve({"state_dir": str(ref_state), "vaults": [f"v={vault}"]}, env={})
+    with VaultIndex(s, writable=True) as idx:
+        idx.sync(list(s.vaults))
+    got, want = snapshot(tmp_path / "state"), snapshot(ref_state)
+    assert got[4] == set() and want[4] == set()
+    assert got[0] == want[0]  # same notes, same current flags
+    assert got[1] == want[1]  # same chunks
+    assert got[2] == got[3] == [c[0] for c in want[1]]  # both engines hold exactly those chunks
