@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .config import Vault
+from .errors import IndexMissingError
 from .notes import Note
-from .supersession import Facts, compute
+from .supersession import Facts, compute, path_candidates, topic_key
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
@@ -27,11 +28,12 @@ CREATE TABLE IF NOT EXISTS notes (
     key TEXT PRIMARY KEY, vault TEXT NOT NULL, path TEXT NOT NULL,
     size INTEGER, mtime_ns INTEGER, hash TEXT,
     status TEXT NOT NULL, reason TEXT,
-    topic TEXT, tags TEXT, kind TEXT, date TEXT, date_ts REAL, importance REAL,
+    topic TEXT, topic_key TEXT, tags TEXT, kind TEXT, date TEXT, date_ts REAL, importance REAL,
     supersedes TEXT, entities TEXT, summary TEXT, preview TEXT, meta TEXT, errors TEXT,
     superseded_by TEXT, indexed_at REAL
 );
-CREATE INDEX IF NOT EXISTS notes_vault ON notes(vault);
+CREATE INDEX IF NOT EXISTS notes_path ON notes(vault, path);
+CREATE INDEX IF NOT EXISTS notes_topic ON notes(vault, topic_key);
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY, note TEXT NOT NULL, ord INTEGER, heading TEXT,
     line_start INTEGER, line_end INTEGER, text TEXT, hash TEXT
@@ -53,16 +55,34 @@ def chunk_id(note_key: str, ord_: int) -> str:
     return f"{note_key}#{ord_}"
 
 
+SCHEMA_VERSION = "2"
+
+
 class Catalog:
-    def __init__(self, path: Path, readonly: bool = False):
+    def __init__(self, path: Path, readonly: bool = False, writer: bool = True):
         path.parent.mkdir(parents=True, exist_ok=True)
         uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
         self.db = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
         self.db.row_factory = sqlite3.Row
+        self._superseded: tuple[tuple[int, int], frozenset[str]] | None = None
         if not readonly:
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
+            version = self.get_meta("schema")
+            has_notes = self.db.execute(
+                "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='notes'").fetchone()[0]
+            self.was_reset = False
+            if version != SCHEMA_VERSION and has_notes:
+                if not writer:
+                    raise IndexMissingError(f"the index in {path.parent} has an older layout; "
+                                            "run `vaultmem index` (or restart the daemon) to rebuild it")
+                # an older layout: start over (the notes are the truth; the caller re-indexes)
+                self.db.executescript("DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS chunks; "
+                                      "DROP TABLE IF EXISTS pending; DELETE FROM meta;")
+                self.was_reset = True
             self.db.executescript(SCHEMA)
+            self.set_meta("schema", SCHEMA_VERSION)
 
     def close(self) -> None:
         self.db.close()
@@ -88,9 +108,9 @@ class Catalog:
         """Known files of a vault, or only the file or directory `under` (vault-relative)."""
         sql = "SELECT key, size, mtime_ns, hash, status FROM notes WHERE vault=?"
         args: list[Any] = [vault]
-        if under:
-            sql += " AND (path=? OR substr(path, 1, ?)=?)"
-            args += [under, len(under) + 1, under + "/"]
+        if under:  # the file itself, or everything below the directory (an index range scan)
+            sql += " AND (path=? OR (path>=? AND path<?))"
+            args += [under, under + "/", under + "0"]
         rows = self.db.execute(sql, args)
         return {r[0]: FileState(r[1], r[2], r[3], r[4]) for r in rows}
 
@@ -117,9 +137,9 @@ class Catalog:
             self.db.executemany("DELETE FROM notes WHERE key=?", [(k,) for k in keys])
             for note, size, mtime_ns, digest, hashes in notes:
                 self.db.execute(
-                    "INSERT INTO notes VALUES (?,?,?,?,?,?,'ok',NULL,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?)",
+                    "INSERT INTO notes VALUES (?,?,?,?,?,?,'ok',NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?)",
                     (note.key, note.vault, note.path, size, mtime_ns, digest,
-                     note.topic, json.dumps(list(note.tags), ensure_ascii=False), note.kind, note.date,
+                     note.topic, topic_key(note.topic), json.dumps(list(note.tags), ensure_ascii=False), note.kind, note.date,
                      note.date_ts, note.importance, json.dumps(list(note.supersedes), ensure_ascii=False),
                      json.dumps(list(note.entities), ensure_ascii=False), note.summary, note.preview,
                      json.dumps(note.meta, ensure_ascii=False, default=str),
@@ -140,26 +160,75 @@ class Catalog:
 
     # -------------------------------------------------------------- supersession
 
-    def facts(self) -> list[Facts]:
-        rows = self.db.execute(
-            "SELECT key, vault, path, topic, date_ts, mtime_ns, supersedes FROM notes WHERE status='ok'")
-        return [Facts(r[0], r[1], r[2], r[3], r[4], (r[5] or 0) / 1e9, tuple(json.loads(r[6] or "[]")))
-                for r in rows]
+    _FACTS = "SELECT key, vault, path, topic, date_ts, mtime_ns, supersedes, superseded_by FROM notes"
 
-    def recompute_supersession(self) -> int:
-        """Derive every note's superseded_by from the facts; return how many rows changed."""
-        state = compute(self.facts())
-        old = {r[0]: r[1] for r in self.db.execute("SELECT key, superseded_by FROM notes WHERE status='ok'")}
-        changes = [(v, k) for k, v in state.items() if old.get(k) != v]
+    def _facts(self, where: str = "", args: tuple = ()) -> dict[str, tuple[Facts, str | None]]:
+        rows = self.db.execute(f"{self._FACTS} WHERE status='ok' {where}", args)
+        return {r[0]: (Facts(r[0], r[1], r[2], r[3], r[4], (r[5] or 0) / 1e9, tuple(json.loads(r[6] or "[]"))), r[7])
+                for r in rows}
+
+    def facts(self) -> list[Facts]:
+        return [f for f, _ in self._facts().values()]
+
+    def affected(self, keys: Iterable[str]) -> tuple[set[str], set[tuple[str, str]]]:
+        """What the given notes' supersession depends on, as they stand now: the notes
+        themselves plus those their `supersedes:` names by path, and the (vault, topic key) of
+        their topics and of the topics they retire. Taken before and after a change."""
+        notes, topics = set(keys), set()
+        for r in self.notes(keys).values():
+            if r["topic_key"]:
+                topics.add((r["vault"], r["topic_key"]))
+            for ref in json.loads(r["supersedes"] or "[]"):
+                topics.add((r["vault"], topic_key(ref) or ""))
+                for cand in path_candidates(ref, r["path"]):
+                    notes.add(f"{r['vault']}:{cand}")
+        return notes, topics
+
+    def recompute_supersession(self, keys: set[str] | None = None,
+                               topics: set[tuple[str, str]] | None = None) -> int:
+        """Derive superseded_by from the facts; return how many rows changed. With `keys` and
+        `topics` (the notes a change touched and every (vault, topic) they had before or have
+        now), only the chains concerned are recomputed: those topics, every note that retires
+        something with `supersedes:`, and what those notes name."""
+        if keys is None:
+            facts = self._facts()
+        else:
+            facts = self._facts("AND supersedes IS NOT NULL AND supersedes != '[]'")
+            for k in keys:
+                facts.update(self._facts("AND key=?", (k,)))
+            wanted = set(topics or ())
+            for f, _ in list(facts.values()):
+                for ref in f.supersedes:
+                    wanted.add((f.vault, topic_key(ref)))
+                    for cand in path_candidates(ref, f.path):
+                        facts.update(self._facts("AND vault=? AND path=?", (f.vault, cand)))
+            for f, _ in list(facts.values()):  # every note in play brings its whole chain
+                if f.topic:
+                    wanted.add((f.vault, topic_key(f.topic)))
+            for vault, tk in wanted:
+                if tk:
+                    facts.update(self._facts("AND vault=? AND topic_key=?", (vault, tk)))
+        state = compute([f for f, _ in facts.values()])
+        changes = [(v, k) for k, v in state.items() if facts[k][1] != v]
         with self.db:
             self.db.executemany("UPDATE notes SET superseded_by=? WHERE key=?", changes)
         return len(changes)
 
     # -------------------------------------------------------------- reads for search
 
-    def superseded(self) -> set[str]:
-        return {r[0] for r in self.db.execute(
-            "SELECT key FROM notes WHERE status='ok' AND superseded_by IS NOT NULL")}
+    def version(self) -> tuple[int, int]:
+        """Changes whenever any connection commits: (SQLite's data_version, this connection's
+        total_changes). Used to cache derived sets between commits."""
+        return self.db.execute("PRAGMA data_version").fetchone()[0], self.db.total_changes
+
+    def superseded(self) -> frozenset[str]:
+        """Keys of superseded notes; the same object is returned until the catalog changes."""
+        v = self.version()
+        if self._superseded is None or self._superseded[0] != v:
+            keys = frozenset(r[0] for r in self.db.execute(
+                "SELECT key FROM notes WHERE status='ok' AND superseded_by IS NOT NULL"))
+            self._superseded = (v, keys)
+        return self._superseded[1]
 
     def select(self, *, vaults: list[str] | None = None, kinds: list[str] | None = None,
                topic: str | None = None, current_only: bool = True) -> list[sqlite3.Row]:

@@ -230,7 +230,7 @@ class Daemon:
         for v in vaults:
             self.writer.catalog.put_vault(v)
         self.vaults = {v.name: v for v in vaults}
-        self.reader = VaultIndex(self.settings, writable=False)
+        self.reader = VaultIndex(self.settings, writable=False, vectors=self.writer.vectors)
         self.searcher = Searcher(self.reader)
         self._bind()
         self._writer_thread = threading.Thread(target=self._writer_loop, name="vaultmem-writer", daemon=True)
@@ -400,7 +400,7 @@ class Daemon:
             assert self.reader is not None
             if self._reopen_reader:
                 self.reader.close()
-                self.reader = VaultIndex(self.settings, writable=False)
+                self.reader = VaultIndex(self.settings, writable=False, vectors=self.writer.vectors)
                 self.searcher = Searcher(self.reader)
                 self._reopen_reader = False
             else:

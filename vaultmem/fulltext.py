@@ -71,6 +71,7 @@ class FullText:
         self.analyzer = _words_analyzer()
         self.index.register_tokenizer(WORDS_TOKENIZER, self.analyzer)
         self._writer: tantivy.IndexWriter | None = None
+        self._filter_cache: tuple | None = None
 
     # -------------------------------------------------------------- writes
 
@@ -196,6 +197,15 @@ class FullText:
         return tantivy.Query.boolean_query(clauses)
 
     def _filters(self, allow: set[str] | None, deny: set[str] | None) -> list:
+        key = (id(allow), id(deny))
+        if self._filter_cache is not None and self._filter_cache[0] == key \
+                and self._filter_cache[1] is allow and self._filter_cache[2] is deny:
+            return self._filter_cache[3]  # the catalog hands out the same set until it changes
+        out = self._build_filters(allow, deny)
+        self._filter_cache = (key, allow, deny, out)
+        return out
+
+    def _build_filters(self, allow: set[str] | None, deny: set[str] | None) -> list:
         out = []
         if allow is not None:
             out.append((tantivy.Occur.Must, tantivy.Query.const_score_query(

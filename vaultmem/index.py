@@ -68,7 +68,9 @@ def embedder_identity(settings: Settings) -> tuple[str, int]:
 class VaultIndex:
     """An opened state directory. `writable` takes the writer lock (one writer at a time)."""
 
-    def __init__(self, settings: Settings, writable: bool = False):
+    def __init__(self, settings: Settings, writable: bool = False, vectors=None):
+        """`vectors`: share another VaultIndex's vector table (the daemon's reader shares the
+        writer's, so its in-memory copy is always the one just written)."""
         self.settings = settings
         self.state_dir = settings.state_dir
         self.writable = writable
@@ -80,9 +82,13 @@ class VaultIndex:
         self._lock_fd: int | None = None
         if writable:
             self._take_lock()
-        self.catalog = Catalog(catalog_path, readonly=False)
+        self.catalog = Catalog(catalog_path, writer=writable)
         self.fulltext = FullText(self.state_dir / "tantivy")
-        self._vectors = None
+        if self.catalog.was_reset and writable:
+            log.warning("the index in %s has an older layout; rebuilding it from the notes", self.state_dir)
+            self.rebuild()
+        self._vectors = vectors
+        self._shared_vectors = vectors is not None
         self._embedder: Embedder | None = None
 
     def _take_lock(self) -> None:
@@ -134,7 +140,7 @@ class VaultIndex:
     def refresh(self) -> None:
         """See what another VaultIndex on the same state dir has committed since."""
         self.fulltext.index.reload()
-        if self._vectors is not None:
+        if self._vectors is not None and not self._shared_vectors:
             self._vectors.table.checkout_latest()
 
     def optimize(self) -> None:
@@ -202,6 +208,10 @@ class VaultIndex:
                 if k in redo or k not in known or (known[k].size, known[k].mtime_ns) != (s.size, s.mtime_ns)]
         gone = sorted(k for k in set(known) | (redo - set(scanned)) if k not in scanned)
         report.unchanged += len(scanned) - len(todo)
+        touched = {s.key for s in todo} | set(gone)
+        total = self.catalog.db.execute("SELECT COUNT(*) FROM notes").fetchone()[0]
+        partial = len(touched) < 1000 and total > len(touched) * 4  # else a full pass is cheaper
+        before = self.catalog.affected(touched) if partial and touched else (set(), set())
         batch = max(1, self.settings.index.batch_files)
         for i in range(0, len(todo), batch):
             self._sync_batch(todo[i : i + batch], known, redo, report)
@@ -214,8 +224,12 @@ class VaultIndex:
             self.vectors.replace(set(gone), [])
             self.catalog.write([], [], gone, gone)
             report.removed += len(gone)
-        if todo or gone:
-            self.catalog.recompute_supersession()
+        if touched:
+            if partial:
+                after = self.catalog.affected(touched)
+                self.catalog.recompute_supersession(before[0] | after[0], before[1] | after[1])
+            else:
+                self.catalog.recompute_supersession()
 
     def _read(self, s: ScannedFile) -> tuple[bytes | None, str | None]:
         if s.size > self.settings.index.max_file_bytes:

@@ -36,7 +36,7 @@ def topic_key(topic: str | None) -> str | None:
     return t or None
 
 
-def _path_candidates(ref: str, from_path: str) -> set[str]:
+def path_candidates(ref: str, from_path: str) -> set[str]:
     ref = ref.strip().strip("[]").strip()
     out = set()
     for base in (ref, posixpath.join(posixpath.dirname(from_path), ref)):
@@ -67,7 +67,7 @@ def compute(notes: list[Facts]) -> dict[str, str | None]:
     for n in sorted(notes, key=lambda n: n.order):
         for ref in n.supersedes:
             targets: list[Facts] = list(chains.get((n.vault, topic_key(ref) or ""), []))
-            for cand in _path_candidates(ref, n.path):
+            for cand in path_candidates(ref, n.path):
                 if (n.vault, cand) in by_path:
                     targets.append(by_path[(n.vault, cand)])
             for target in targets:
@@ -85,7 +85,7 @@ def broken_references(notes: list[Facts]) -> list[tuple[str, str]]:
         for ref in n.supersedes:
             if (n.vault, topic_key(ref)) in topics:
                 continue
-            if any((n.vault, c) in paths for c in _path_candidates(ref, n.path)):
+            if any((n.vault, c) in paths for c in path_candidates(ref, n.path)):
                 continue
             out.append((n.key, ref))
     return out

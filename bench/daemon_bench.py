@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""Daemon figures on a generated 10,000-note vault (English, Korean, Japanese):
+
+- edit to searchable: atomic saves (temp file + rename), time until a socket query finds the
+  new word (median, p95 over --edits saves);
+- warm hybrid query through the socket (median, p95);
+- a fresh `vaultmem query` process end to end (median, p95);
+- restart on the unchanged vault: start to ready;
+- daemon RSS;
+- warm query latency after --churn single-note edits, against the freshly built index.
+
+    python bench/daemon_bench.py [--notes 10000] [--edits 50] [--churn 2000] [--out bench/out/d10k]
+
+The vault and its index are kept in --out, so a second run skips the first index.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from vaultmem.client import Client, DaemonUnavailable, call  # noqa: E402
+
+EN = ("deploy release rollback database migration index cache latency queue worker schedule retry "
+      "timeout backup restore kubernetes docker terraform postgres redis kafka nginx grafana alert "
+      "incident review decision test coverage refactor module interface config secret token rotate "
+      "budget invoice ledger payment customer onboarding search ranking embedding vector memory agent").split()
+KO = ("배포 롤백 데이터베이스 마이그레이션 인덱스 캐시 지연 작업자 일정 재시도 백업 복구 장애 검토 결정 "
+      "테스트 리팩터링 설정 비밀 토큰 예산 결제 고객 검색 순위 임베딩 벡터 메모리 에이전트 서버").split()
+JA = ("デプロイ ロールバック データベース 移行 索引 キャッシュ 遅延 ワーカー 予定 再試行 バックアップ 復旧 "
+      "障害 レビュー 決定 テスト 設定 秘密 トークン 予算 支払い 顧客 検索 順位 埋め込み ベクトル 記憶").split()
+
+
+def make_note(rng: random.Random, i: int) -> str:
+    lang = rng.choice(["en", "en", "ko", "ja"])
+    words = {"en": EN, "ko": KO, "ja": JA}[lang]
+    sep = "" if lang == "ja" else " "
+    topic = f"topic-{rng.randrange(3000)}"
+    paras = []
+    for _ in range(rng.randint(2, 4)):
+        sent = [sep.join(rng.choice(words) for _ in range(rng.randint(6, 14))) for _ in range(rng.randint(1, 3))]
+        paras.append(("。" if lang == "ja" else ". ").join(sent) + ("。" if lang == "ja" else "."))
+    return (f"---\ntopic: {topic}\ntags: [{lang}, {rng.choice(EN)}]\ndate: 2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}\n---\n"
+            f"# Note {i}\n\n" + "\n\n".join(paras) + "\n")
+
+
+def atomic_save(path: Path, text: str) -> None:
+    tmp = path.parent / f".{path.name}.tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def fmt(values: list[float]) -> str:
+    return f"median {statistics.median(values):.1f} ms, p95 {pct(values, 95):.1f} ms (n={len(values)})"
+
+
+class Daemon:
+    def __init__(self, vault: Path, state: Path, sock: Path, log: Path):
+        self.vault, self.state, self.sock, self.log = vault, state, sock, log
+
+    def start(self) -> float:
+        t = time.perf_counter()
+        env = {**os.environ, "XDG_CONFIG_HOME": str(self.state.parent / "noconfig")}
+        self.proc = subprocess.Popen([sys.executable, "-m", "vaultmem.cli", "daemon", "--vault", f"bench={self.vault}",
+                                      "--state-dir", str(self.state), "--socket", str(self.sock)],
+                                     stdout=open(self.log, "ab"), stderr=subprocess.STDOUT, env=env, cwd=ROOT)
+        while True:
+            if self.proc.poll() is not None:
+                raise SystemExit(f"daemon died: {self.log.read_text()[-2000:]}")
+            try:
+                if call(str(self.sock), {"op": "status"}, timeout=5).get("ready"):
+                    return time.perf_counter() - t
+            except (DaemonUnavailable, OSError):
+                pass
+            time.sleep(0.01)
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        self.proc.wait(120)
+
+    def rss_mb(self) -> tuple[float, float]:
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        get = lambda k: int(next(ln for ln in status.splitlines() if ln.startswith(k)).split()[1]) / 1024  # noqa: E731
+        return get("VmRSS:"), get("VmHWM:")
+
+
+def warm_queries(client: Client, queries: list[str]) -> list[float]:
+    lat = []
+    for q in queries:
+        t = time.perf_counter()
+        out = client.request({"op": "query", "text": q, "k": 10})
+        lat.append((time.perf_counter() - t) * 1000)
+        assert out["ok"], out
+    return lat
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--notes", type=int, default=10000)
+    ap.add_argument("--edits", type=int, default=50)
+    ap.add_argument("--churn", type=int, default=2000)
+    ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--out", default=str(ROOT / "bench/out/d10k"))
+    args = ap.parse_args()
+    out = Path(args.out)
+    vault, state, sock = out / "vault", out / "state", Path(f"/tmp/vaultmem-bench-{os.getpid()}/v.sock")
+    rng = random.Random(42)
+    if not (vault / "memory").is_dir() or len(list((vault / "memory").iterdir())) != args.notes:
+        (vault / "memory").mkdir(parents=True, exist_ok=True)
+        for i in range(args.notes):
+            (vault / "memory" / f"n{i:05d}.md").write_text(make_note(rng, i), encoding="utf-8")
+        print(f"generated {args.notes} notes in {vault}")
+    d = Daemon(vault, state, sock, out / "daemon.log")
+    took = d.start()
+    st = call(str(sock), {"op": "status"})
+    print(f"first start (index or reconcile): {took:.1f}s; {st['notes']} notes, {st['chunks']} chunks")
+    qrng = random.Random(7)
+    queries = [" ".join(qrng.choice(EN + KO + JA) for _ in range(qrng.randint(1, 3))) for _ in range(args.queries)]
+
+    with Client(str(sock)) as c:
+        warm_queries(c, queries[:20])
+        base = warm_queries(c, queries)
+    print(f"warm hybrid query via socket: {fmt(base)}")
+    with Client(str(sock)) as c:
+        text_lat = []
+        for q in queries:
+            t = time.perf_counter()
+            c.request({"op": "query", "text": q, "k": 10, "mode": "text"})
+            text_lat.append((time.perf_counter() - t) * 1000)
+    print(f"warm text query via socket:   {fmt(text_lat)}")
+
+    exe = str(Path(sys.executable).parent / "vaultmem")
+    fresh = []
+    for q in queries[:30]:
+        t = time.perf_counter()
+        subprocess.run([exe, "query", q, "--socket", str(sock), "--json"], capture_output=True, check=False)
+        fresh.append((time.perf_counter() - t) * 1000)
+    print(f"fresh `vaultmem query` process: {fmt(fresh)}")
+
+    rss, hwm = d.rss_mb()
+    print(f"daemon RSS: {rss:.0f} MB (peak {hwm:.0f} MB)")
+
+    edit_lat = []
+    with Client(str(sock)) as c:
+        for i in range(args.edits):
+            token = f"zqx{i}edit{rng.randrange(10**9)}"
+            path = vault / "memory" / f"n{rng.randrange(args.notes):05d}.md"
+            text = path.read_text(encoding="utf-8") + f"\n{token}\n"
+            t = time.perf_counter()
+            atomic_save(path, text)
+            while True:
+                hits = c.request({"op": "query", "text": token, "k": 1, "mode": "text", "history": True})["hits"]
+                if hits:
+                    break
+                time.sleep(0.001)
+            edit_lat.append((time.perf_counter() - t) * 1000)
+    print(f"edit to searchable: {fmt(edit_lat)}")
+
+    d.stop()
+    restart = d.start()
+    print(f"restart on the unchanged vault: {restart * 1000:.0f} ms to ready")
+
+    if args.churn:
+        with Client(str(sock)) as c:
+            warm_queries(c, queries[:20])
+            before = warm_queries(c, queries)
+            for i in range(args.churn):
+                path = vault / "memory" / f"n{rng.randrange(args.notes):05d}.md"
+                gen = c.request({"op": "status"})["generation"]
+                atomic_save(path, path.read_text(encoding="utf-8") + f"\nchurn {i}\n")
+                while c.request({"op": "status"})["generation"] == gen:
+                    time.sleep(0.001)
+            after = warm_queries(c, queries)
+        rss2, hwm2 = d.rss_mb()
+        print(f"after {args.churn} single-note edits: warm hybrid {fmt(after)} (before: median {statistics.median(before):.1f} ms); "
+              f"ratio {statistics.median(after) / statistics.median(before):.2f}x; RSS {rss2:.0f} MB (peak {hwm2:.0f} MB)")
+        print(f"disk: {subprocess.run(['du', '-sh', str(state)], capture_output=True, text=True).stdout.split()[0]}")
+    d.stop()
+
+
+if __name__ == "__main__":
+    main()
