@@ -164,14 +164,31 @@ class _Connection(socketserver.BaseRequestHandler):
                 buf += data
                 while b"\n" in buf:
                     line, buf = buf.split(b"\n", 1)
+                    if len(line) > cfg.max_request_bytes:
+                        buf = line  # answered below, like a line still arriving
+                        break
                     if line.strip() and not self._send(sock, owner.handle_line(line)):
                         return
                 if len(buf) > cfg.max_request_bytes:
                     self._send(sock, {"ok": False, "code": "too_large",
                                       "error": f"request over {cfg.max_request_bytes} bytes"})
+                    self._discard(sock)
                     return
         finally:
             slots.release()
+
+    @staticmethod
+    def _discard(sock: socket.socket) -> None:
+        """Close our side, then drop what the client still sends (briefly, boundedly), so the
+        kernel does not reset the connection before the client reads our answer."""
+        try:
+            sock.shutdown(socket.SHUT_WR)
+            sock.settimeout(1.0)
+            for _ in range(256):
+                if not sock.recv(65536):
+                    break
+        except OSError:
+            pass
 
     @staticmethod
     def _send(sock: socket.socket, obj: dict) -> bool:
