@@ -179,6 +179,10 @@ def main() -> None:
     d.stop()
     restart = d.start()
     print(f"restart on the unchanged vault: {restart * 1000:.0f} ms to ready")
+    with Client(str(sock)) as c:
+        warm_queries(c, queries[:50])
+    rss, hwm = d.rss_mb()
+    print(f"daemon RSS after restart and 50 queries: {rss:.0f} MB (peak {hwm:.0f} MB)")
 
     if args.churn:
         with Client(str(sock)) as c:

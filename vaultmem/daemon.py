@@ -63,6 +63,33 @@ def sd_notify(message: str) -> bool:
         return False
 
 
+# ------------------------------------------------------------------ memory
+
+
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
+def _limit_malloc_arenas() -> None:
+    """glibc gives each thread its own malloc arena; with a thread per client that multiplies
+    the heap. Two arenas are plenty here (same as MALLOC_ARENA_MAX=2)."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "mallopt"):
+        libc.mallopt(-8, 2)  # M_ARENA_MAX
+
+
+def _return_free_memory() -> None:
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+
+
 # ------------------------------------------------------------------ the writer's work items
 
 
@@ -239,6 +266,7 @@ class Daemon:
         return 0
 
     def start(self) -> None:
+        _limit_malloc_arenas()
         self.writer = VaultIndex(self.settings, writable=True)
         vaults = list(self.settings.vaults) or self.writer.vaults()
         if not vaults:
@@ -247,7 +275,7 @@ class Daemon:
         for v in vaults:
             self.writer.catalog.put_vault(v)
         self.vaults = {v.name: v for v in vaults}
-        self.reader = VaultIndex(self.settings, writable=False, vectors=self.writer.vectors)
+        self.reader = VaultIndex(self.settings, writable=False, share_vectors_of=self.writer)
         self.searcher = Searcher(self.reader)
         self._bind()
         self._writer_thread = threading.Thread(target=self._writer_loop, name="vaultmem-writer", daemon=True)
@@ -282,6 +310,20 @@ class Daemon:
         self.scheduler.start()
         sd_notify(f"READY=1\nSTATUS=watching {len(vaults)} vault(s), {work.result.get('summary', '')}")
         log.info("ready: %s; serving %s", work.result.get("summary", ""), self.socket_path)
+        threading.Thread(target=self._warm_up, name="vaultmem-warm-up", daemon=True).start()
+
+    def _warm_up(self) -> None:
+        """Load what the first query needs (LanceDB and its in-memory copy, the embedding model)
+        after readiness, not before: a restart on an unchanged vault needs neither."""
+        t = time.perf_counter()
+        try:
+            assert self.reader is not None
+            with self.read_lock:
+                self.reader.vectors.search(self.reader.embedder.embed(["warm up"])[0], 1)
+        except Exception:  # warming is an optimisation; the first query will load what it needs
+            log.exception("warm-up failed")
+            return
+        log.info("warmed up in %.1f s", time.perf_counter() - t)
 
     def _bind(self) -> None:
         directory = os.path.dirname(self.socket_path)
@@ -378,6 +420,8 @@ class Daemon:
             for w in reconcile:
                 w.result.update(report.__dict__, summary=report.summary())
             log.info("reconcile (%s): %s", reconcile[0].reason, report.summary())
+            if report.changes > 100:
+                _return_free_memory()  # a big first index leaves freed heap behind
         else:
             paths: dict[str, set[str]] = {}
             for w in batch:
@@ -417,7 +461,7 @@ class Daemon:
             assert self.reader is not None
             if self._reopen_reader:
                 self.reader.close()
-                self.reader = VaultIndex(self.settings, writable=False, vectors=self.writer.vectors)
+                self.reader = VaultIndex(self.settings, writable=False, share_vectors_of=self.writer)
                 self.searcher = Searcher(self.reader)
                 self._reopen_reader = False
             else:

@@ -78,7 +78,8 @@ class FullText:
     @property
     def writer(self) -> tantivy.IndexWriter:
         if self._writer is None:
-            self._writer = self.index.writer(heap_size=64_000_000, num_threads=1)
+            # 16 MB: the per-commit batches are small; a bigger arena only raises the daemon's RSS
+            self._writer = self.index.writer(heap_size=16_000_000, num_threads=1)
         return self._writer
 
     def delete_notes(self, keys: list[str]) -> None:

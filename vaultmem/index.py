@@ -68,9 +68,9 @@ def embedder_identity(settings: Settings) -> tuple[str, int]:
 class VaultIndex:
     """An opened state directory. `writable` takes the writer lock (one writer at a time)."""
 
-    def __init__(self, settings: Settings, writable: bool = False, vectors=None):
-        """`vectors`: share another VaultIndex's vector table (the daemon's reader shares the
-        writer's, so its in-memory copy is always the one just written)."""
+    def __init__(self, settings: Settings, writable: bool = False, share_vectors_of: "VaultIndex | None" = None):
+        """`share_vectors_of`: use another VaultIndex's vector table (the daemon's reader shares
+        the writer's, so its in-memory copy is always the one just written)."""
         self.settings = settings
         self.state_dir = settings.state_dir
         self.writable = writable
@@ -87,8 +87,8 @@ class VaultIndex:
         if self.catalog.was_reset and writable:
             log.warning("the index in %s has an older layout; rebuilding it from the notes", self.state_dir)
             self.rebuild()
-        self._vectors = vectors
-        self._shared_vectors = vectors is not None
+        self._vectors = None
+        self._vectors_owner = share_vectors_of
         self._embedder: Embedder | None = None
 
     def _take_lock(self) -> None:
@@ -125,6 +125,8 @@ class VaultIndex:
 
     @property
     def vectors(self):
+        if self._vectors_owner is not None:
+            return self._vectors_owner.vectors
         if self._vectors is None:
             from .vectors import Vectors
 
@@ -140,7 +142,7 @@ class VaultIndex:
     def refresh(self) -> None:
         """See what another VaultIndex on the same state dir has committed since."""
         self.fulltext.index.reload()
-        if self._vectors is not None and not self._shared_vectors:
+        if self._vectors is not None:
             self._vectors.table.checkout_latest()
 
     def optimize(self) -> None:

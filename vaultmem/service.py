@@ -25,6 +25,7 @@ TimeoutStartSec=30min
 TimeoutStopSec=60
 KillSignal=SIGTERM
 Environment=PYTHONUNBUFFERED=1
+Environment=MALLOC_ARENA_MAX=2
 
 [Install]
 WantedBy=default.target
