@@ -163,7 +163,7 @@ def main() -> None:
     edit_lat = []
     with Client(str(sock)) as c:
         for i in range(args.edits):
-            token = f"zqx{i}edit{rng.randrange(10**9)}"
+            token = f"zqx{os.getpid()}e{i}t{time.time_ns()}"  # never seen before in the vault
             path = vault / "memory" / f"n{rng.randrange(args.notes):05d}.md"
             text = path.read_text(encoding="utf-8") + f"\n{token}\n"
             t = time.perf_counter()

@@ -239,3 +239,55 @@ def test_sigkill_at_any_moment_then_restart_converges_to_a_fresh_index(tmp_path,
     assert got[0] == want[0]  # same notes, same current flags
     assert got[1] == want[1]  # same chunks
     assert got[2] == got[3] == [c[0] for c in want[1]]  # both engines hold exactly those chunks
+
+
+def test_idle_daemon_does_not_react_to_its_own_reads(daemon):
+    atomic_save(daemon.vault / "memory/a.md", "the marmot whistles\n")
+    daemon.start()
+    gen = daemon.request({"op": "status"})["generation"]
+    for _ in range(5):
+        daemon.paths("marmot")
+    time.sleep(0.5)
+    assert daemon.request({"op": "status"})["generation"] == gen
+
+
+def test_many_clients_at_once_are_all_answered(daemon):
+    import threading
+    for i in range(10):
+        atomic_save(daemon.vault / f"memory/n{i}.md", f"note {i} about the narwhal\n")
+    daemon.start()
+    errors, answered = [], []
+
+    def client():
+        from vaultmem.client import Client
+        try:
+            with Client(str(daemon.sock)) as c:
+                for _ in range(20):
+                    out = c.request({"op": "query", "text": "narwhal", "k": 3})
+                    assert out["ok"] and len(out["hits"]) == 3
+                    answered.append(1)
+        except Exception as err:  # collected and asserted below
+            errors.append(err)
+
+    threads = [threading.Thread(target=client) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors and len(answered) == 400
+
+
+def test_lost_inotify_events_trigger_a_reconcile(tmp_path):
+    """watchdog reports a queue overflow only as a log warning; the daemon turns it into a
+    reconcile (checked in process: the 40,000-file flood is a robustness test of its own)."""
+    import logging
+    from vaultmem.config import resolve
+    from vaultmem.daemon import Daemon
+    d = Daemon(resolve({"state_dir": str(tmp_path / "s")}, env={}), str(tmp_path / "s.sock"))
+    logging.getLogger("watchdog.observers.inotify_c").addHandler(d._overflow)
+    try:
+        logging.getLogger("watchdog.observers.inotify_c").warning("Inotify queue overflowed; filesystem events were lost")
+    finally:
+        logging.getLogger("watchdog.observers.inotify_c").removeHandler(d._overflow)
+    work = d.queue.get_nowait()
+    assert work.kind == "reconcile" and "overflow" in work.reason

@@ -59,30 +59,29 @@ SCHEMA_VERSION = "2"
 
 
 class Catalog:
-    def __init__(self, path: Path, readonly: bool = False, writer: bool = True):
+    def __init__(self, path: Path, writer: bool = True):
+        """`writer` may rebuild a catalog of an older layout; a reader refuses it."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        uri = f"file:{path}?mode=ro" if readonly else f"file:{path}"
-        self.db = sqlite3.connect(uri, uri=True, check_same_thread=False, isolation_level=None)
+        self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
         self.db.row_factory = sqlite3.Row
         self._superseded: tuple[tuple[int, int], frozenset[str]] | None = None
-        if not readonly:
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
-            version = self.get_meta("schema")
-            has_notes = self.db.execute(
-                "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='notes'").fetchone()[0]
-            self.was_reset = False
-            if version != SCHEMA_VERSION and has_notes:
-                if not writer:
-                    raise IndexMissingError(f"the index in {path.parent} has an older layout; "
-                                            "run `vaultmem index` (or restart the daemon) to rebuild it")
-                # an older layout: start over (the notes are the truth; the caller re-indexes)
-                self.db.executescript("DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS chunks; "
-                                      "DROP TABLE IF EXISTS pending; DELETE FROM meta;")
-                self.was_reset = True
-            self.db.executescript(SCHEMA)
-            self.set_meta("schema", SCHEMA_VERSION)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
+        version = self.get_meta("schema")
+        has_notes = self.db.execute(
+            "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='notes'").fetchone()[0]
+        self.was_reset = False
+        if version != SCHEMA_VERSION and has_notes:
+            if not writer:
+                raise IndexMissingError(f"the index in {path.parent} has an older layout; "
+                                        "run `vaultmem index` (or restart the daemon) to rebuild it")
+            # an older layout: start over (the notes are the truth; the caller re-indexes)
+            self.db.executescript("DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS chunks; "
+                                  "DROP TABLE IF EXISTS pending; DELETE FROM meta;")
+            self.was_reset = True
+        self.db.executescript(SCHEMA)
+        self.set_meta("schema", SCHEMA_VERSION)
 
     def close(self) -> None:
         self.db.close()
@@ -244,26 +243,20 @@ class Catalog:
             sql += " AND superseded_by IS NULL"
         return self.db.execute(sql, args).fetchall()
 
-    def notes(self, keys: Iterable[str]) -> dict[str, sqlite3.Row]:
-        keys = list(keys)
+    def _rows(self, table: str, column: str, values: Iterable[str]) -> dict[str, sqlite3.Row]:
+        values = list(values)
         out: dict[str, sqlite3.Row] = {}
-        for i in range(0, len(keys), 500):
-            part = keys[i : i + 500]
-            for r in self.db.execute(f"SELECT * FROM notes WHERE key IN ({','.join('?' * len(part))})", part):
-                out[r["key"]] = r
+        for i in range(0, len(values), 500):  # SQLite caps the number of parameters
+            part = values[i : i + 500]
+            for r in self.db.execute(f"SELECT * FROM {table} WHERE {column} IN ({','.join('?' * len(part))})", part):
+                out[r[column]] = r
         return out
+
+    def notes(self, keys: Iterable[str]) -> dict[str, sqlite3.Row]:
+        return self._rows("notes", "key", keys)
 
     def chunks(self, ids: Iterable[str]) -> dict[str, sqlite3.Row]:
-        ids = list(ids)
-        out: dict[str, sqlite3.Row] = {}
-        for i in range(0, len(ids), 500):
-            part = ids[i : i + 500]
-            for r in self.db.execute(f"SELECT * FROM chunks WHERE id IN ({','.join('?' * len(part))})", part):
-                out[r["id"]] = r
-        return out
-
-    def first_chunk(self, note_key: str) -> sqlite3.Row | None:
-        return self.db.execute("SELECT * FROM chunks WHERE note=? ORDER BY ord LIMIT 1", (note_key,)).fetchone()
+        return self._rows("chunks", "id", ids)
 
     def counts(self) -> dict[str, int]:
         r = self.db.execute(
