@@ -207,8 +207,9 @@ class Searcher:
 
 def _newest_first_within_chains(scored: list, notes: dict) -> list:
     """With history shown, the current version of a fact must rank above every version it
-    superseded: the places that one chain's notes hold in the ranking are handed out again,
-    current note first, then the rest newest first. Other notes keep their places."""
+    superseded: within one chain (notes linked by superseded_by), each older version's score is
+    capped just under the next newer one's, and `explain` says so. Scores stay honest and the
+    list stays sorted by them."""
     def root(key: str) -> str:
         seen = {key}
         while notes.get(key) is not None and notes[key]["superseded_by"] and notes[key]["superseded_by"] not in seen:
@@ -226,10 +227,17 @@ def _newest_first_within_chains(scored: list, notes: dict) -> list:
         groups.setdefault(root(key), []).append(i)
     out = list(scored)
     for slots in groups.values():
-        if len(slots) > 1:
-            members = sorted((scored[i] for i in slots), key=lambda item: recency(item[1]))
-            for slot, item in zip(slots, members):
-                out[slot] = item
+        if len(slots) < 2:
+            continue
+        ceiling = None
+        for i in sorted(slots, key=lambda i: recency(scored[i][1])):
+            score, key, parts = out[i]
+            if ceiling is not None and score >= ceiling:
+                parts["capped_below_newer_version"] = round(score, 6)
+                score = ceiling * 0.999
+            out[i] = (score, key, parts)
+            ceiling = score
+    out.sort(key=lambda x: (-x[0], x[1]))
     return out
 
 
