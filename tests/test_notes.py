@@ -123,3 +123,23 @@ def test_entities_from_links_tags_backticks_names_and_key():
     ents = {e.lower() for e in extract_entities(text, ("Argo CD",))}
     assert {"alice moreau", "deploy", "run_migrations", "kubernetes", "argo cd"} <= ents
     assert "the" not in ents
+
+
+FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures" / "frontmatter"
+
+
+@pytest.mark.parametrize("name,meta,body_start", [
+    ("toml.md", {"author": "bob", "tags": ["a", "b"]}, "Body after TOML."),
+    ("json.md", {"topic": "json topic", "tags": ["x"]}, "Body after JSON."),
+    ("empty.md", {}, "I have frontmatter but no metadata."),
+])
+def test_yaml_toml_and_json_frontmatter(name, meta, body_start):
+    n = parse_note("v", f"memory/{name}", (FIXTURES / name).read_bytes())
+    for k, v in meta.items():
+        assert n.meta[k] == v
+    assert n.chunks[0].text == body_start and not n.errors
+
+
+def test_quoted_scalar_followed_by_text_is_salvaged():
+    n = parse_note("v", "memory/q.md", (FIXTURES / "quoted-then-text.md").read_bytes())
+    assert n.errors and n.topic == "odd" and "Body survives." in n.chunks[0].text

@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
+import tomllib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,11 +83,25 @@ def decode(data: bytes) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+class _TomlHandler(frontmatter.default_handlers.BaseHandler):
+    """`+++` TOML frontmatter read with the standard library's tomllib (python-frontmatter's
+    own TOML handler needs the third-party `toml` package and is absent without it)."""
+
+    FM_BOUNDARY = re.compile(r"^\+{3,}\s*$", re.MULTILINE)
+    START_DELIMITER = END_DELIMITER = "+++"
+
+    def load(self, fm: str, **kwargs: object) -> Any:
+        return tomllib.loads(fm)
+
+
+HANDLERS = [frontmatter.default_handlers.YAMLHandler(), frontmatter.default_handlers.JSONHandler(), _TomlHandler()]
+
+
 def split_frontmatter(text: str) -> tuple[dict[str, Any], str, int, list[str]]:
     """Return (metadata, body, body_first_line (1-based), errors)."""
     lead = len(text) - len(text.lstrip())
     stripped = text[lead:]
-    handler = frontmatter.detect_format(stripped, frontmatter.handlers)
+    handler = frontmatter.detect_format(stripped, HANDLERS)
     if handler is None:
         return {}, text, 1, []
     try:
