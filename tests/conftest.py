@@ -166,3 +166,19 @@ def daemon(tmp_path: Path):
     d = DaemonProc(vault, tmp_path / "state", tmp_path / "run" / "vaultmem.sock")
     yield d
     d.stop(9 if d.proc and d.proc.poll() is None else 15)
+
+
+def _checksums(root: Path) -> dict[str, str]:
+    import hashlib
+    return {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def notes_are_never_touched():
+    """The bundled example vault is indexed by many tests; vaultmem must leave every byte of it
+    as it was (checked once the whole session has run)."""
+    root = ROOT / "vault-example"
+    before = _checksums(root)
+    yield
+    assert _checksums(root) == before, "a note in vault-example was changed by the test suite"

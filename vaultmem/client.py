@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from typing import Any
 
 
@@ -31,11 +32,19 @@ class Client:
         self.path = path
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
-        try:
-            self.sock.connect(path)
-        except (FileNotFoundError, ConnectionRefusedError, PermissionError, OSError) as err:
-            self.sock.close()
-            raise DaemonUnavailable(f"no daemon at {path} ({err.strerror or err})") from None
+        deadline = time.monotonic() + min(timeout, 10.0)
+        while True:
+            try:
+                self.sock.connect(path)
+                break
+            except BlockingIOError:  # the daemon's accept queue is full: it is busy, not gone
+                if time.monotonic() > deadline:
+                    self.sock.close()
+                    raise DaemonUnavailable(f"the daemon at {path} is not accepting connections") from None
+                time.sleep(0.005)
+            except OSError as err:
+                self.sock.close()
+                raise DaemonUnavailable(f"no daemon at {path} ({err.strerror or err})") from None
         self._buf = b""
 
     def request(self, obj: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,185 @@
+"""Bad input and hostile clients: odd files are indexed as well as they can be or skipped with
+a reason, odd queries never raise, other users are refused, and the daemon keeps serving."""
+
+import json
+import os
+import socket
+import string
+import threading
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from conftest import DaemonProc, atomic_save, note
+
+
+def test_odd_file_names_deep_nesting_and_symlink_loops(env):
+    names = ["memory/with space.md", "memory/quote'n\"dq.md", "memory/日本語のメモ.md", "memory/-leading-dash.md",
+             "memory/" + "/".join(f"d{i}" for i in range(30)) + "/deep.md"]
+    for i, rel in enumerate(names):
+        env.write(rel, f"oddname{i} marker\n")
+    os.symlink(env.vault / "memory", env.vault / "memory/loop")  # a directory symlink loop
+    report = env.sync()
+    assert report.added == len(names)
+    for i, rel in enumerate(names):
+        assert [h.path for h in env.query(f"oddname{i}", mode="text")] == [rel]
+
+
+def test_a_50_mb_note_is_skipped_with_a_reason_and_the_rest_indexed(env):
+    (env.vault / "memory").mkdir(parents=True)
+    with open(env.vault / "memory/huge.md", "wb") as f:
+        f.write(b"# Huge\n\n" + b"lorem ipsum dolor " * (50 * 1024 * 1024 // 18))
+    env.write("memory/small.md", "small note\n")
+    report = env.sync()
+    assert report.added == 1 and "too large" in report.problems["v:memory/huge.md"]
+
+
+def test_empty_and_whitespace_files_are_indexed_without_chunks_or_errors(env):
+    env.write("memory/empty.md", "")
+    env.write("memory/blank.md", "\n\n   \n")
+    env.write("memory/only-fm.md", "---\ntopic: just a topic\n---\n")
+    report = env.sync()
+    assert report.added == 3 and not report.problems
+    assert env.query("anything") == [] or all(h.path.startswith("memory/") for h in env.query("anything"))
+
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory):
+    from conftest import Env
+    e = Env(tmp_path_factory.mktemp("fuzz"))
+    e.write("memory/a.md", note("a", "# Deploy\n\nship with make release; 배포 절차; デプロイ手順\n", tags="[ops]"))
+    e.write("memory/b.md", note("a", "older deploy note\n", date="2020-01-01"))
+    e.sync()
+    from vaultmem.index import VaultIndex
+    from vaultmem.search import Searcher
+    idx = VaultIndex(e.settings())
+    yield Searcher(idx)
+    idx.close()
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=300) | st.text(alphabet=string.punctuation + ' "():^~*?\\[]{}!+-AND OR NOT', max_size=60),
+       mode=st.sampled_from(["hybrid", "text", "vector"]), history=st.booleans())
+def test_any_query_text_returns_results_or_nothing_never_raises(small_index, text, mode, history):
+    from vaultmem.query import Query
+    hits, info = small_index.search(Query(text, k=5, mode=mode, history=history))
+    assert isinstance(hits, list) and info["took_ms"] >= 0
+
+
+def test_a_very_long_query_is_answered(small_index):
+    from vaultmem.query import Query
+    hits, _ = small_index.search(Query("deploy " * 20000, k=3))
+    assert hits and hits[0].path == "memory/a.md"
+
+
+@pytest.mark.slow
+def test_bad_files_while_the_daemon_runs_are_skipped_and_listed(daemon):
+    atomic_save(daemon.vault / "memory/good.md", "the okapi hides\n")
+    daemon.start()
+    (daemon.vault / "memory/bin.md").write_bytes(b"\x00\x01\x02binary")
+    (daemon.vault / "memory/latin1.md").write_bytes(b"caf\xe9\n")
+    os.symlink(daemon.vault / "nowhere.md", daemon.vault / "memory/dangling.md")
+    atomic_save(daemon.vault / "memory/badyaml.md", "---\nname: x: y: z\n  - [\n---\nstill indexed pangolin\n")
+    daemon.wait_for(lambda: daemon.paths("pangolin") == ["memory/badyaml.md"])
+    st_ = daemon.wait_for(lambda: (lambda s: s if s["skipped"] == 2 else None)(daemon.request({"op": "status"})))
+    assert {s["key"] for s in st_["skipped_files"]} == {"v:memory/bin.md", "v:memory/latin1.md"}
+    assert daemon.paths("okapi") == ["memory/good.md"]
+
+
+def _rss_mb(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+@pytest.mark.slow
+def test_socket_abuse_at_scale_keeps_every_well_formed_request_answered(daemon):
+    for i in range(20):
+        atomic_save(daemon.vault / f"memory/n{i}.md", f"note {i} about the quokka\n")
+    daemon.start()
+    from vaultmem.client import Client
+    with Client(str(daemon.sock)) as c:
+        for _ in range(50):
+            c.request({"op": "query", "text": "quokka", "k": 3})
+    before = _rss_mb(daemon.proc.pid)
+    for i in range(1000):  # opened and dropped, some after half a request
+        s = socket.socket(socket.AF_UNIX)
+        s.connect(str(daemon.sock))
+        if i % 3 == 0:
+            s.sendall(b'{"op": "qu')
+        s.close()
+    errors, answered = [], []
+
+    def client(n):
+        try:
+            with Client(str(daemon.sock)) as c:
+                for j in range(200):
+                    if j % 50 == 0:
+                        c.sock.sendall(b"{garbage\n")
+                        assert json.loads(c.sock.recv(65536).split(b"\n")[0])["code"] == "bad_json"
+                    out = c.request({"op": "query", "text": f"quokka {n} {j}", "k": 3, "mode": "text"})
+                    assert out["ok"] and out["hits"]
+                    answered.append(1)
+        except Exception as err:  # gathered and asserted below
+            errors.append(repr(err))
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(50)]
+    t0 = time.time()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(600)
+    assert not errors, errors[:3]
+    assert len(answered) == 50 * 200
+    assert _rss_mb(daemon.proc.pid) - before < 100, "memory grew under load"
+    assert daemon.request({"op": "status"})["ok"] and time.time() - t0 < 600
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.geteuid() != 0, reason="switching to another uid needs root")
+def test_a_connection_from_another_user_is_refused(tmp_path):
+    import pwd
+    import shutil
+    import tempfile
+    from pathlib import Path
+    other = pwd.getpwnam("nobody").pw_uid
+    public = Path(tempfile.mkdtemp(prefix="vaultmem-peer-", dir="/tmp"))  # pytest's tmp is 0700
+    os.chmod(public, 0o755)
+    daemon = DaemonProc(tmp_path / "vault", tmp_path / "state", public / "run" / "v.sock")
+    atomic_save(daemon.vault / "memory/a.md", "the tapir swims\n")
+    daemon.start()
+    # open the door on purpose, so only the peer-credential check stands in the way
+    os.chmod(daemon.sock.parent, 0o755)
+    os.chmod(daemon.sock, 0o777)
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child becomes the other user and tries
+        os.close(r)
+        try:
+            os.setgid(pwd.getpwnam("nobody").pw_gid)
+            os.setuid(other)
+            s = socket.socket(socket.AF_UNIX)
+            s.settimeout(10)
+            s.connect(str(daemon.sock))
+            os.write(w, b"CONNECTED ")
+            s.sendall(b'{"op": "status"}\n')
+            got = s.recv(65536)
+            os.write(w, b"ANSWERED" if got else b"CLOSED")
+        except (BrokenPipeError, ConnectionResetError):
+            os.write(w, b"CLOSED")
+        except OSError as err:
+            os.write(w, f"ERROR {err}".encode())
+        finally:
+            os._exit(0)
+    os.close(w)
+    os.waitpid(pid, 0)
+    verdict = os.read(r, 4096).decode()
+    try:
+        # the file modes let it connect; the daemon's peer-credential check closed it unanswered
+        assert verdict == "CONNECTED CLOSED", verdict
+        assert daemon.request({"op": "status"})["ok"]  # its owner is still served
+    finally:
+        daemon.stop()
+        shutil.rmtree(public, ignore_errors=True)
