@@ -241,6 +241,7 @@ class Daemon:
         self.started = time.time()
         self.last_reconcile: dict[str, Any] | None = None
         self.commits_since_optimize = 0
+        self.in_flight = 0
         self.writer: VaultIndex | None = None
         self.reader: VaultIndex | None = None
         self.searcher: Searcher | None = None
@@ -396,12 +397,14 @@ class Daemon:
                 time.sleep(debounce)  # the rest of an editor's save (temp file, rename) arrives
                 self._drain(batch)
             stop = any(w.kind == "stop" for w in batch)
+            self.in_flight = len(batch)  # counted as pending until searchable
             try:
                 self._apply(batch)
             except Exception:  # one bad batch must not kill the writer; the next reconcile repairs
                 log.exception("a write batch failed; a reconcile will follow")
                 if not stop:
                     self.queue.put(Work("reconcile", reason="after a failed batch"))
+            self.in_flight = 0
             for w in batch:
                 if w.done is not None:
                     w.done.set()
@@ -520,7 +523,8 @@ class Daemon:
         ident, dim = embedder_identity(self.settings)
         return {
             "ok": True, "version": __version__, "pid": os.getpid(), "ready": self.ready,
-            "generation": self.generation, **counts, "pending": self.queue.qsize() + pending_marks,
+            "generation": self.generation, **counts,
+            "pending": self.queue.qsize() + self.in_flight + pending_marks,
             "vaults": [{"name": v.name, "root": str(v.root)} for v in self.vaults.values()],
             "embedder": ident, "dim": dim, "state_dir": str(self.settings.state_dir),
             "socket": self.socket_path, "last_reconcile": self.last_reconcile,

@@ -172,7 +172,7 @@ class VaultIndex:
         redo = set(scanned) if self.catalog.get_meta("pipeline") != pipeline else set()
         vault_names = {v.name for v in vaults}
         pending = {k for k in self.catalog.pending() if k.split(":", 1)[0] in vault_names}
-        self._reconcile(scanned, known, pending | redo, report, progress)
+        self._reconcile(scanned, known, pending | redo, report, progress, full=True)
         self.catalog.set_meta("pipeline", pipeline)
         report.seconds = time.perf_counter() - started
         return report
@@ -202,9 +202,12 @@ class VaultIndex:
         return report
 
     def _reconcile(self, scanned: dict[str, ScannedFile], known: dict[str, FileState], redo: set[str],
-                   report: SyncReport, progress: Callable[[int, int, int], None] | None) -> None:
+                   report: SyncReport, progress: Callable[[int, int, int], None] | None,
+                   full: bool = False) -> None:
         """Index what changed among `scanned`, drop what is `known` but gone; `redo` keys are
-        re-read whatever their stat says (pending after a crash, or a new pipeline)."""
+        re-read whatever their stat says (pending after a crash, or a new pipeline). `full`
+        recomputes supersession for every note: a process killed between a batch's catalog write
+        and its recompute leaves chains that no stat reveals, and the full reconcile repairs them."""
         report.files += len(scanned)
         todo = [s for k, s in sorted(scanned.items())
                 if k in redo or k not in known or (known[k].size, known[k].mtime_ns) != (s.size, s.mtime_ns)]
@@ -212,7 +215,7 @@ class VaultIndex:
         report.unchanged += len(scanned) - len(todo)
         touched = {s.key for s in todo} | set(gone)
         total = self.catalog.db.execute("SELECT COUNT(*) FROM notes").fetchone()[0]
-        partial = len(touched) < 1000 and total > len(touched) * 4  # else a full pass is cheaper
+        partial = not full and len(touched) < 1000 and total > len(touched) * 4  # else a full pass is cheaper
         before = self.catalog.affected(touched) if partial and touched else (set(), set())
         batch = max(1, self.settings.index.batch_files)
         for i in range(0, len(todo), batch):
@@ -226,7 +229,7 @@ class VaultIndex:
             self.vectors.replace(set(gone), [])
             self.catalog.write([], [], gone, gone)
             report.removed += len(gone)
-        if touched:
+        if touched or full:
             if partial:
                 after = self.catalog.affected(touched)
                 self.catalog.recompute_supersession(before[0] | after[0], before[1] | after[1])
