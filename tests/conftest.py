@@ -81,6 +81,9 @@ def run_cli(*args: str, input: str | None = None, env: dict | None = None) -> su
                           input=input, env=e, cwd=ROOT, timeout=300)
 
 
+STARTED: list = []  # every daemon a test started, so none outlives the session
+
+
 class DaemonProc:
     """A real `vaultmem daemon` subprocess on a temp vault, state dir and socket."""
 
@@ -100,6 +103,7 @@ class DaemonProc:
             [sys.executable, "-m", "vaultmem.cli", "daemon", "--vault", f"v={self.vault}",
              "--state-dir", str(self.state), "--socket", str(self.sock)],
             stdout=self._logf, stderr=subprocess.STDOUT, env=e, cwd=ROOT)
+        STARTED.append(self.proc)
         if wait:
             self.wait_ready()
         return self
@@ -181,4 +185,8 @@ def notes_are_never_touched():
     root = ROOT / "vault-example"
     before = _checksums(root)
     yield
+    for proc in STARTED:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
     assert _checksums(root) == before, "a note in vault-example was changed by the test suite"

@@ -226,29 +226,32 @@ def test_50_sigkills_at_random_moments_each_restart_converges(tmp_path):
     sock = tmp_path / "run/v.sock"
     d = DaemonProc(vault, tmp_path / "state", sock).start(wait=False)
     ref = tmp_path / "ref"
-    for trial in range(50):
-        stop_at = time.time() + rng.uniform(0.05, 1.5)
-        while time.time() < stop_at:  # edits while it starts, reconciles or applies
-            i = rng.randrange(50)
-            p = vault / f"memory/n{i:02d}.md"
-            roll = rng.random()
-            if roll < 0.2:
-                p.unlink(missing_ok=True)
-            elif roll < 0.3:
-                (vault / "memory" / f"big{i}.md").write_text(("paragraph of text " * 40 + "\n\n") * rng.randint(1, 6))
-            else:
-                atomic_save(p, note(f"t{rng.randrange(8)}", f"# N{i}\n\nedit {trial} {rng.random()}\n",
-                                    date=f"2025-{rng.randint(1, 12):02d}-01"))
-            time.sleep(rng.uniform(0, 0.03))
-        d.stop(signal.SIGKILL)
-        d = DaemonProc(vault, tmp_path / "state", sock).start()
-        shutil.rmtree(ref, ignore_errors=True)
-        s = resolve({"state_dir": str(ref), "vaults": [f"v={vault}"]}, env={})
-        with VaultIndex(s, writable=True) as idx:
-            idx.sync(list(s.vaults))
-        got, want = snapshot(tmp_path / "state"), snapshot(ref)
-        assert got[4] == set(), f"trial {trial}: pending marks left"
-        assert got[0] == want[0], f"trial {trial}: notes differ"
-        assert got[1] == want[1], f"trial {trial}: chunks differ"
-        assert got[2] == got[3] == [c[0] for c in want[1]], f"trial {trial}: engines differ"
-    d.stop(signal.SIGTERM)
+    try:
+        for trial in range(50):
+            stop_at = time.time() + rng.uniform(0.05, 1.5)
+            while time.time() < stop_at:  # edits while it starts, reconciles or applies
+                i = rng.randrange(50)
+                p = vault / f"memory/n{i:02d}.md"
+                roll = rng.random()
+                if roll < 0.2:
+                    p.unlink(missing_ok=True)
+                elif roll < 0.3:
+                    (vault / "memory" / f"big{i}.md").write_text(("paragraph of text " * 40 + "\n\n") * rng.randint(1, 6))
+                else:
+                    atomic_save(p, note(f"t{rng.randrange(8)}", f"# N{i}\n\nedit {trial} {rng.random()}\n",
+                                        date=f"2025-{rng.randint(1, 12):02d}-01"))
+                time.sleep(rng.uniform(0, 0.03))
+            d.stop(signal.SIGKILL)
+            d = DaemonProc(vault, tmp_path / "state", sock).start()
+            shutil.rmtree(ref, ignore_errors=True)
+            s = resolve({"state_dir": str(ref), "vaults": [f"v={vault}"]}, env={})
+            with VaultIndex(s, writable=True) as idx:
+                idx.sync(list(s.vaults))
+            got, want = snapshot(tmp_path / "state"), snapshot(ref)
+            assert got[4] == set(), f"trial {trial}: pending marks left"
+            assert got[0] == want[0], f"trial {trial}: notes differ"
+            assert got[1] == want[1], f"trial {trial}: chunks differ"
+            assert got[2] == got[3] == [c[0] for c in want[1]], f"trial {trial}: engines differ"
+
+    finally:
+        d.stop(signal.SIGTERM)

@@ -319,8 +319,8 @@ class Daemon:
         t = time.perf_counter()
         try:
             assert self.reader is not None
-            with self.read_lock:
-                self.reader.vectors.search(self.reader.embedder.embed(["warm up"])[0], 1)
+            # no read lock: loading takes seconds and must not hold up status or queries
+            self.reader.vectors.search(self.reader.embedder.embed(["warm up"])[0], 1)
         except Exception:  # warming is an optimisation; the first query will load what it needs
             log.exception("warm-up failed")
             return
