@@ -37,7 +37,7 @@ from .config import Settings, Vault
 from .errors import VaultmemError
 from .index import SyncReport, VaultIndex, embedder_identity
 from .query import build_query
-from .scan import _dir_excluded, is_note_path, relpath_in
+from .scan import dir_excluded, is_note_path, relpath_in
 from .search import Searcher
 
 log = logging.getLogger("vaultmem.daemon")
@@ -138,7 +138,7 @@ class _Events(FileSystemEventHandler):
                     self.daemon.enqueue(Work("reconcile", reason=f"vault root {path} {event.event_type}"))
                 continue
             if event.is_directory:
-                if not _dir_excluded(rel, self.exclude):
+                if not dir_excluded(rel, self.exclude):
                     self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
             elif is_note_path(rel, self.include, self.exclude):
                 self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))

@@ -63,7 +63,7 @@ def is_note_path(path: str, include: tuple[str, ...], exclude: tuple[str, ...]) 
     return matches(path, include) and not matches(path, exclude)
 
 
-def _dir_excluded(relpath: str, exclude: tuple[str, ...]) -> bool:
+def dir_excluded(relpath: str, exclude: tuple[str, ...]) -> bool:
     # a directory is pruned when any path under it would be excluded by a `dir/**` pattern
     return matches(relpath + "/x", tuple(p for p in exclude if p.endswith("/**")))
 
@@ -94,7 +94,7 @@ def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
         seen_dirs.add(ident)
         rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
         rel_dir = "" if rel_dir == "." else rel_dir
-        dirnames[:] = sorted(d for d in dirnames if not _dir_excluded(f"{rel_dir}/{d}".lstrip("/"), exclude))
+        dirnames[:] = sorted(d for d in dirnames if not dir_excluded(f"{rel_dir}/{d}".lstrip("/"), exclude))
         for name in filenames:
             rel = f"{rel_dir}/{name}" if rel_dir else name
             if not is_note_path(rel, include, exclude):
