@@ -166,9 +166,6 @@ class Catalog:
         return {r[0]: (Facts(r[0], r[1], r[2], r[3], r[4], (r[5] or 0) / 1e9, tuple(json.loads(r[6] or "[]"))), r[7])
                 for r in rows}
 
-    def facts(self) -> list[Facts]:
-        return [f for f, _ in self._facts().values()]
-
     def affected(self, keys: Iterable[str]) -> tuple[set[str], set[tuple[str, str]]]:
         """What the given notes' supersession depends on, as they stand now: the notes
         themselves plus those their `supersedes:` names by path, and the (vault, topic key) of

@@ -66,7 +66,6 @@ def note_key(vault: str, path: str) -> str:
 # (vectors of unchanged text are still reused by content hash).
 PIPELINE_VERSION = 3
 
-KNOWN_KEYS = {"topic", "tags", "kind", "date", "importance", "supersedes", "entities"}
 CLAUDE_KEYS = {"name", "description", "type"}
 
 

@@ -74,18 +74,3 @@ def compute(notes: list[Facts]) -> dict[str, str | None]:
                 if target.key != n.key and result[target.key] is None:
                     result[target.key] = n.key
     return result
-
-
-def broken_references(notes: list[Facts]) -> list[tuple[str, str]]:
-    """(note key, reference) for every `supersedes` entry that names nothing in its vault."""
-    topics = {(n.vault, topic_key(n.topic)) for n in notes if n.topic}
-    paths = {(n.vault, n.path) for n in notes}
-    out = []
-    for n in notes:
-        for ref in n.supersedes:
-            if (n.vault, topic_key(ref)) in topics:
-                continue
-            if any((n.vault, c) in paths for c in path_candidates(ref, n.path)):
-                continue
-            out.append((n.key, ref))
-    return out

@@ -27,16 +27,6 @@ _CJK_RANGES = (
 )
 
 
-def is_cjk(ch: str) -> bool:
-    cp = ord(ch)
-    if cp < 0x1100:
-        return False
-    for lo, hi in _CJK_RANGES:
-        if lo <= cp <= hi:
-            return True
-    return False
-
-
 def normalize(text: str) -> str:
     """NFKC then case folding: full-width letters, half-width kana and case all compare equal."""
     return unicodedata.normalize("NFKC", text).casefold()
