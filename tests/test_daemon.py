@@ -291,3 +291,20 @@ def test_lost_inotify_events_trigger_a_reconcile(tmp_path):
         logging.getLogger("watchdog.observers.inotify_c").removeHandler(d._overflow)
     work = d.queue.get_nowait()
     assert work.kind == "reconcile" and "overflow" in work.reason
+
+
+def test_reindex_rebuild_through_the_daemon_keeps_answering(daemon):
+    atomic_save(daemon.vault / "memory/a.md", "the ocelot prowls\n")
+    daemon.start()
+    out = daemon.request({"op": "reindex", "rebuild": True})
+    assert out["ok"] and out["report"]["added"] == 1 and out["report"]["chunks_embedded"] == 1
+    assert daemon.paths("ocelot") == ["memory/a.md"]
+    assert daemon.request({"op": "query", "text": "ocelot", "mode": "vector"})["hits"][0]["path"] == "memory/a.md"
+
+
+def test_service_install_writes_the_unit_atomically(tmp_path):
+    r = run_cli("service", "install", "--vault", str(tmp_path), env={"XDG_CONFIG_HOME": str(tmp_path / "cfg")})
+    assert r.returncode == 0 and "enable-linger" in r.stdout
+    unit = (tmp_path / "cfg/systemd/user/vaultmem.service").read_text()
+    assert "Type=notify" in unit and f"--vault {tmp_path}" in unit
+    assert not list((tmp_path / "cfg/systemd/user").glob("*.tmp"))
