@@ -30,7 +30,7 @@ CREATE TABLE IF NOT EXISTS notes (
     status TEXT NOT NULL, reason TEXT,
     topic TEXT, topic_key TEXT, tags TEXT, kind TEXT, date TEXT, date_ts REAL, importance REAL,
     supersedes TEXT, entities TEXT, summary TEXT, preview TEXT, meta TEXT, errors TEXT,
-    superseded_by TEXT, indexed_at REAL
+    superseded_by TEXT, indexed_at REAL, secrets TEXT
 );
 CREATE INDEX IF NOT EXISTS notes_path ON notes(vault, path);
 CREATE INDEX IF NOT EXISTS notes_topic ON notes(vault, topic_key);
@@ -55,7 +55,7 @@ def chunk_id(note_key: str, ord_: int) -> str:
     return f"{note_key}#{ord_}"
 
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION = "3"
 
 
 class Catalog:
@@ -136,13 +136,14 @@ class Catalog:
             self.db.executemany("DELETE FROM notes WHERE key=?", [(k,) for k in keys])
             for note, size, mtime_ns, digest, hashes in notes:
                 self.db.execute(
-                    "INSERT INTO notes VALUES (?,?,?,?,?,?,'ok',NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?)",
+                    "INSERT INTO notes VALUES (?,?,?,?,?,?,'ok',NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?,?)",
                     (note.key, note.vault, note.path, size, mtime_ns, digest,
                      note.topic, topic_key(note.topic), json.dumps(list(note.tags), ensure_ascii=False), note.kind, note.date,
                      note.date_ts, note.importance, json.dumps(list(note.supersedes), ensure_ascii=False),
                      json.dumps(list(note.entities), ensure_ascii=False), note.summary, note.preview,
                      json.dumps(note.meta, ensure_ascii=False, default=str),
-                     json.dumps(list(note.errors), ensure_ascii=False), now),
+                     json.dumps(list(note.errors), ensure_ascii=False), now,
+                     json.dumps([list(s) for s in note.secrets]) if note.secrets else None),
                 )
                 self.db.executemany(
                     "INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?)",

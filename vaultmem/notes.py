@@ -19,6 +19,7 @@ from typing import Any
 import frontmatter
 import yaml
 
+from . import redact
 from .text import STOP_WORDS, normalize
 
 
@@ -52,6 +53,7 @@ class Note:
     meta: dict[str, Any]
     errors: tuple[str, ...]
     chunks: tuple[Chunk, ...] = field(default_factory=tuple)
+    secrets: tuple[tuple[int, str], ...] = ()  # (line, kind) of likely secrets, masked in all of the above
 
     @property
     def key(self) -> str:
@@ -64,7 +66,7 @@ def note_key(vault: str, path: str) -> str:
 
 # Bump when parsing, chunking, index_text or embed_text change: every note is then re-read
 # (vectors of unchanged text are still reused by content hash).
-PIPELINE_VERSION = 3
+PIPELINE_VERSION = 4
 
 CLAUDE_KEYS = {"name", "description", "type"}
 
@@ -344,8 +346,11 @@ def _split_section(lines: list[str], max_chars: int) -> list[tuple[int, list[str
 
 def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
                preview_chars: int = 500) -> Note:
-    """Interpret one file's bytes. Raises Unreadable for files that are not text notes."""
+    """Interpret one file's bytes. Raises Unreadable for files that are not text notes.
+    Likely secrets are masked before anything else reads the text (see redact.py)."""
     text = decode(data)
+    found = redact.find(text)
+    text = redact.mask(text, found)
     meta, body, first_line, errors = split_frontmatter(text)
     meta = {str(k): v for k, v in meta.items()}
     nested = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
@@ -394,6 +399,7 @@ def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
         meta=_plain(meta),
         errors=tuple(errors),
         chunks=tuple(chunks),
+        secrets=tuple((f.line, f.kind) for f in found),
     )
 
 
