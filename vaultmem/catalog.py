@@ -211,6 +211,13 @@ class Catalog:
             self.db.executemany("UPDATE notes SET superseded_by=? WHERE key=?", changes)
         return len(changes)
 
+    def supersession_at(self, moment: float) -> dict[str, str | None]:
+        """The chains as they stood at `moment` (seconds since the epoch): every note written
+        before it (by date, else mtime, as chains order notes) mapped to the note that
+        superseded it then, or None if it was current."""
+        facts = [f for f, _ in self._facts().values() if f.order[0] < moment]
+        return compute(facts)
+
     # -------------------------------------------------------------- reads for search
 
     def version(self) -> tuple[int, int]:

@@ -50,6 +50,9 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--history", action="store_true", help="include superseded notes (marked as such)")
     p.add_argument("--mode", choices=["hybrid", "text", "vector"], help="ranking: hybrid (default), text or vector")
     p.add_argument("--half-life", metavar="DAYS", help="time decay: a note this old counts half (e.g. 90 or 90d)")
+    p.add_argument("--as-of", metavar="DATE", help="answer as the vault stood then: the notes current at DATE "
+                                                    "(ISO date or datetime)")
+    p.add_argument("--task", metavar="ID", help="attribute these hits to a task (see `vaultmem stats --task`)")
     p.add_argument("--explain", action="store_true", help="show every factor of each hit's score")
 
 
@@ -96,6 +99,83 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("reindex", help="reconcile the index with the files now (through the daemon if it runs)")
     p.add_argument("--rebuild", action="store_true", help="drop the index and re-read every file")
     p.add_argument("--json", action="store_true", help="print JSON")
+    _common(p)
+    _client(p)
+
+    p = sub.add_parser("remember", help="write a new note (one line is enough) and index it at once",
+                       description="Write a new note into the vault's memory/ folder, with frontmatter (topic, "
+                                   "date with time zone, kind, tags, importance) and a file name made from the "
+                                   "topic. A note on an existing topic supersedes the current one; the command "
+                                   "says which. The note is searchable when the command returns.",
+                       epilog='examples:\n  vaultmem remember --topic "deploy procedure" --tag ops "Deploy with make ship; '
+                              'staging first."\n  git log -1 --format=%B | vaultmem remember --topic release-notes -\n'
+                              '  vaultmem remember --topic 배포 --kind decision "배포는 금요일에 하지 않는다"',
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("text", nargs="*", help="the note's text; '-' (or nothing, with input piped) reads stdin")
+    p.add_argument("--topic", required=True, help="what the note is about; notes on one topic form a chain")
+    p.add_argument("--tag", action="append", default=[], metavar="T", help="a tag (repeatable)")
+    p.add_argument("--kind", metavar="K", help="decision, correction, review, insight, ... (default knowledge)")
+    p.add_argument("--importance", type=float, metavar="F", help="0..1 (default 0.5)")
+    p.add_argument("--vault", metavar="NAME|DIR", help="which vault (default: the one you are in, or the only one)")
+    p.add_argument("--json", action="store_true", help="print JSON: {path, vault, file, superseded, ...}")
+    _common(p)
+    _client(p)
+
+    p = sub.add_parser("forget", help="retire a note (the file stays) or delete it",
+                       description="Retire notes: they stop being current and leave default results, with no "
+                                   "newer note needed; the file is not touched and `--restore` undoes it. Or "
+                                   "delete the files (asks first on a terminal; --yes for scripts).",
+                       epilog="examples:\n  vaultmem forget memory/old-idea.md\n  vaultmem forget --topic "
+                              "'deploy procedure' --restore\n  vaultmem forget --delete --yes memory/scratch.md",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("paths", nargs="*", metavar="PATH", help="notes, as paths (absolute, relative, or VAULT:PATH)")
+    p.add_argument("--topic", metavar="X", help="every note of this topic instead")
+    p.add_argument("--vault", metavar="NAME|DIR", help="with --topic: only this vault")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--retire", action="store_true", help="retire (the default)")
+    g.add_argument("--restore", action="store_true", help="undo a retirement")
+    g.add_argument("--delete", action="store_true", help="delete the files")
+    p.add_argument("--yes", "-y", action="store_true", help="delete without asking")
+    p.add_argument("--dry-run", action="store_true", help="list the notes; change nothing")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _common(p)
+    _client(p)
+
+    p = sub.add_parser("feedback", help="say a note was useful or not (it moves the note's ranking weight)",
+                       description="Record that a note helped (or did not). The note's feedback weight moves "
+                                   "by an exponential moving average and enters every later ranking as "
+                                   "feedback_factor (see --explain). Kept in the state dir, never in the note.",
+                       epilog="example: vaultmem feedback memory/deploy.md --useful --task PROJ-12")
+    p.add_argument("path", metavar="PATH", help="the note (absolute, relative, or VAULT:PATH)")
+    g = p.add_mutually_exclusive_group(required=True)
+    g.add_argument("--useful", action="store_true")
+    g.add_argument("--useless", action="store_true")
+    p.add_argument("--task", metavar="ID", help="the task the note was used for")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _common(p)
+    _client(p)
+
+    p = sub.add_parser("stats", help="how often notes were retrieved, their feedback, per-task attribution",
+                       description="Retrieval statistics from vaultmem's own records: per note, times returned "
+                                   "by queries and when last, feedback, retirement; with --task, that task's "
+                                   "attribution table (note, best score and rank, credit from feedback).")
+    p.add_argument("paths", nargs="*", metavar="PATH", help="only these notes")
+    p.add_argument("--task", metavar="ID", help="show the attribution table of this task ('' for every task)")
+    p.add_argument("--top", type=int, default=20, metavar="N", help="notes to list (default 20; 0 all)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    _common(p)
+    _client(p)
+
+    p = sub.add_parser("inventory", help="the stock-take: duplicated, stale, unused, broken, out-of-sync, secrets",
+                       description="Check the pile: topics with several current notes, stale and never "
+                                   "retrieved notes, notes missing topic or tags, broken supersedes, files the "
+                                   "index disagrees with, near-duplicates, likely secrets. Exit 0 when clean, "
+                                   "1 when anything is found. The daemon also saves one regularly under the "
+                                   "state dir (inventory/latest.txt).")
+    p.add_argument("--stale-days", type=float, metavar="N", help="stale after N days (default 180)")
+    p.add_argument("--unretrieved-days", type=float, metavar="N", help="never retrieved in N days (default 90)")
+    p.add_argument("--all", action="store_true", help="list every finding (default: 20 per section)")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     _common(p)
     _client(p)
 
@@ -152,7 +232,6 @@ class Backend:
         self.settings = settings
         self.client = None
         self.local = None
-        self.searcher = None
         self.note = ""  # said once the local index is open, so an error stays one line
         self.socket = socket_path(getattr(args, "socket", None), settings.daemon.socket)
         explicit = args.state_dir or os.environ.get("VAULTMEM_STATE_DIR")
@@ -181,33 +260,30 @@ class Backend:
         return self._local(req)
 
     def _local(self, req: dict) -> dict:
-        from .index import VaultIndex, print_progress
+        from . import ops
+        from .index import print_progress
 
         op = req["op"]
         if self.local is None:
-            self.local = VaultIndex(self.settings, writable=(op == "reindex"))
-            if self.note:
-                print(self.note, file=sys.stderr)
-        if op == "query":
-            from .query import build_query
-            from .search import Searcher
-
-            if self.searcher is None:
-                self.searcher = Searcher(self.local)
-            s = self.settings.search
-            known = [(v.name, str(v.root)) for v in self.local.vaults()]
-            q = build_query({k: v for k, v in req.items() if k != "op"}, s.k, s.mode, known)
-            hits, info = self.searcher.search(q)
-            return {"ok": True, "hits": [h.to_json() for h in hits], **info}
+            self.local = ops.LocalContext(self.settings, on_open=self._say_local)
+        if op in ops.OPS:
+            if op in ops.WRITES:
+                self.local.open(True)
+            return ops.OPS[op](self.local, req)
         if op == "status":
-            return {"ok": True, **self.local.status()}
+            return {"ok": True, **self.local.open(False).status()}
         if op == "reindex":
+            idx = self.local.open(True)
             if req.get("rebuild"):
-                self.local.rebuild()
-            report = self.local.sync(progress=print_progress)
+                idx.rebuild()
+            report = idx.sync(progress=print_progress)
             return {"ok": True, "report": {k: v for k, v in report.__dict__.items() if k != "problems"},
                     "problems": report.problems}
         raise UsageError(f"unknown op {op}")
+
+    def _say_local(self) -> None:
+        if self.note:
+            print(self.note, file=sys.stderr)
 
     def close(self) -> None:
         if self.client is not None:
@@ -243,10 +319,11 @@ def cmd_index(args: argparse.Namespace) -> int:
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from .query import parse_half_life
+    from .query import parse_half_life, parse_moment
 
     settings = _settings(args)
     parse_half_life(args.half_life)  # a bad flag is a usage error before anything is opened
+    parse_moment(args.as_of)
     if args.k is not None and args.k < 1:
         raise UsageError("-k must be at least 1")
     if args.batch and args.text:
@@ -255,7 +332,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise UsageError("nothing to search for: give query text (or --batch FILE)")
     opts = {"k": args.k, "tags": args.tag, "any_tags": args.any_tag, "kinds": args.kind, "topic": args.topic,
             "vaults": args.vault, "path": args.path, "history": args.history, "mode": args.mode,
-            "explain": args.explain, "half_life": args.half_life}
+            "explain": args.explain, "half_life": args.half_life, "as_of": args.as_of, "task": args.task}
     opts = {k: v for k, v in opts.items() if v not in (None, [], False)}
     backend = Backend(args, settings)
     try:
@@ -305,7 +382,8 @@ def _print_hits(hits: list[dict], took_ms: float) -> None:
         print("no matching notes", file=sys.stderr)
         return
     for i, h in enumerate(hits, 1):
-        state = "current" if h["current"] else f"superseded by {h['superseded_by']}"
+        state = ("current" if h["current"] else "retired" if h.get("retired")
+                 else f"superseded by {h['superseded_by']}")
         changed = "  (file changed since indexed)" if h.get("changed") else ""
         print(bold(f"{i}. {h['vault']}:{h['path']}:{h['line_start']}-{h['line_end']}")
               + f"  {h['heading']}  [{state}] score {h['score']:.4f}{changed}")
@@ -364,6 +442,110 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace, req: dict) -> dict:
+    backend = Backend(args, _settings(args))
+    try:
+        out = backend.request(req)
+    finally:
+        backend.close()
+    out.pop("ok", None)
+    return out
+
+
+def cmd_remember(args: argparse.Namespace) -> int:
+    if args.text in ([], ["-"]):
+        if sys.stdin.isatty() and args.text == []:
+            raise UsageError("give the note's text as an argument, or '-' to read it from stdin")
+        text = sys.stdin.read()
+    else:
+        text = " ".join(args.text)
+    out = _run(args, {"op": "remember", "topic": args.topic, "text": text, "tags": args.tag, "kind": args.kind,
+                      "importance": args.importance, "vault": args.vault, "cwd": os.getcwd()})
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+        return 0
+    print(f"remembered {out['vault']}:{out['path']}")
+    for p in out["superseded"]:
+        print(f"supersedes {out['vault']}:{p}")
+    if not out["current"]:
+        print(f"note: {out['vault']}:{out['superseded_by']} stays current (it is dated later)", file=sys.stderr)
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    action = "delete" if args.delete else "restore" if args.restore else "retire"
+    req = {"op": "forget", "action": action, "path": args.paths or None, "topic": args.topic, "vault": args.vault,
+           "cwd": os.getcwd()}
+    backend = Backend(args, _settings(args))
+    try:
+        if action == "delete" and not args.yes and not args.dry_run:
+            listed = backend.request({**req, "dry_run": True})["notes"]
+            if not sys.stdin.isatty():
+                raise UsageError(f"refusing to delete {len(listed)} file(s) without --yes (not a terminal)")
+            for key in listed:
+                print(f"  {key}", file=sys.stderr)
+            answer = input(f"delete {len(listed)} file(s)? [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("nothing deleted", file=sys.stderr)
+                return 1
+        out = backend.request({**req, "dry_run": args.dry_run, "yes": action == "delete"})
+    finally:
+        backend.close()
+    out.pop("ok", None)
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+        return 0
+    verb = {"retire": "retired", "restore": "restored", "delete": "deleted"}[action]
+    if args.dry_run:
+        verb = f"would be {verb}"
+    changed = set(out.get("changed", out["notes"]))
+    for key in out["notes"]:
+        print(f"{verb} {key}" if key in changed else f"already {verb.split()[-1]} {key}")
+    return 0
+
+
+def cmd_feedback(args: argparse.Namespace) -> int:
+    out = _run(args, {"op": "feedback", "path": args.path, "useful": bool(args.useful), "task": args.task,
+                      "cwd": os.getcwd()})
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+    else:
+        print(f"{out['note']}: feedback {out['feedback']:.3f} (ranking factor {out['feedback_factor']:.3f})")
+    return 0
+
+
+def cmd_stats(args: argparse.Namespace) -> int:
+    out = _run(args, {"op": "stats", "paths": args.paths, "task": args.task, "cwd": os.getcwd()})
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+        return 0
+    notes = out["notes"]
+    print(f"{len(notes)} notes, {out['never_retrieved']} never retrieved (records since {out['since']})")
+    for n in notes if not args.top else notes[: args.top]:
+        fb = f"  feedback {n['feedback']:.2f} (+{n['useful']}/-{n['useless']})" if n["feedback"] is not None else ""
+        state = "" if n["current"] else "  [retired]" if n["retired"] else "  [superseded]"
+        last = f", last {n['last_retrieved']}" if n["last_retrieved"] else ""
+        print(f"{n['retrieved']:6d}  {n['note']}{last}{fb}{state}")
+    for a in out.get("attribution", []):
+        credit = "" if a["credit"] is None else f"  credit {a['credit']:+g}"
+        seen = (f"retrieved {a['retrieved']}x, best rank {a['best_rank']}, score {a['best_score']:.4f}"
+                if a["retrieved"] else "never retrieved for it")
+        print(f"task {a['task']}: {a['note']}  {seen}{credit}")
+    return 0
+
+
+def cmd_inventory(args: argparse.Namespace) -> int:
+    from .inventory import format_report
+
+    report = _run(args, {"op": "inventory", "stale_days": args.stale_days,
+                         "unretrieved_days": args.unretrieved_days})
+    if args.json:
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        sys.stdout.write(format_report(report, limit=0 if args.all else 20))
+    return 0 if report["clean"] else 1
+
+
 def cmd_daemon(args: argparse.Namespace) -> int:
     from .client import socket_path
     from .daemon import Daemon
@@ -384,7 +566,8 @@ def cmd_service(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"index": cmd_index, "query": cmd_query, "status": cmd_status, "reindex": cmd_reindex,
-            "daemon": cmd_daemon, "service": cmd_service}
+            "remember": cmd_remember, "forget": cmd_forget, "feedback": cmd_feedback, "stats": cmd_stats,
+            "inventory": cmd_inventory, "daemon": cmd_daemon, "service": cmd_service}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -55,6 +55,8 @@ DEFAULTS: dict[str, Any] = {
         "entity_weight": 0.05,
         "entity_cap": 0.15,
         "half_life_days": 0.0,  # 0: no time decay
+        "feedback_weight": 0.2,
+        "feedback_alpha": 0.3,
         "snippet_chars": 240,
     },
     "daemon": {
@@ -66,6 +68,16 @@ DEFAULTS: dict[str, Any] = {
         "max_request_bytes": 1_048_576,
         "client_idle_seconds": 30.0,
         "max_clients": 128,
+    },
+    "memory": {
+        "dir": "memory",  # where `vaultmem remember` writes, inside the vault
+    },
+    "inventory": {
+        "stale_days": 180.0,
+        "unretrieved_days": 90.0,
+        "duplicate_cosine": 0.92,
+        "every_days": 30.0,  # the daemon saves a report this often; 0: never
+        "check_minutes": 60.0,  # how often the daemon checks whether a report is due
     },
 }
 
@@ -118,6 +130,8 @@ class SearchSettings:
     entity_weight: float
     entity_cap: float
     half_life_days: float
+    feedback_weight: float
+    feedback_alpha: float
     snippet_chars: int
 
 
@@ -134,6 +148,24 @@ class DaemonSettings:
 
 
 @dataclass(frozen=True)
+class MemorySettings:
+    dir: str
+
+
+@dataclass(frozen=True)
+class InventorySettings:
+    stale_days: float
+    unretrieved_days: float
+    duplicate_cosine: float
+    every_days: float
+    check_minutes: float
+
+
+SECTIONS = {"index": IndexSettings, "embedder": EmbedderSettings, "search": SearchSettings,
+            "daemon": DaemonSettings, "memory": MemorySettings, "inventory": InventorySettings}
+
+
+@dataclass(frozen=True)
 class Settings:
     state_dir: Path
     vaults: tuple[Vault, ...]
@@ -141,6 +173,8 @@ class Settings:
     embedder: EmbedderSettings
     search: SearchSettings
     daemon: DaemonSettings
+    memory: MemorySettings
+    inventory: InventorySettings
     config_file: Path | None = None
     debug: bool = False
     extra: dict = field(default_factory=dict)
@@ -234,7 +268,7 @@ def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = No
         data["state_dir"] = flags["state_dir"]
     if flags.get("vaults"):
         vault_items = [parse_vault_arg(v) for v in flags["vaults"]]
-    for section in ("index", "embedder", "search", "daemon"):
+    for section in SECTIONS:
         over = {k: v for k, v in (flags.get(section) or {}).items() if v is not None}
         _merge(data[section], over, f"flags [{section}]")
 
@@ -243,10 +277,8 @@ def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = No
         settings = Settings(
             state_dir=state_dir.resolve(),
             vaults=make_vaults(vault_items),
-            index=IndexSettings(**{k: _coerce(DEFAULTS["index"][k], v, k) for k, v in data["index"].items()}),
-            embedder=EmbedderSettings(**{k: _coerce(DEFAULTS["embedder"][k], v, k) for k, v in data["embedder"].items()}),
-            search=SearchSettings(**{k: _coerce(DEFAULTS["search"][k], v, k) for k, v in data["search"].items()}),
-            daemon=DaemonSettings(**{k: _coerce(DEFAULTS["daemon"][k], v, k) for k, v in data["daemon"].items()}),
+            **{name: cls(**{k: _coerce(DEFAULTS[name][k], v, k) for k, v in data[name].items()})
+               for name, cls in SECTIONS.items()},
             config_file=config_file,
             debug=bool(flags.get("debug")),
         )
@@ -284,5 +316,9 @@ def _validate(s: Settings) -> None:
         raise ConfigError("embedder vector_dtype must be float16 or float32")
     if s.search.k < 1 or s.search.candidates < 1:
         raise ConfigError("search k and candidates must be at least 1")
+    if not 0.0 < s.search.feedback_alpha <= 1.0:
+        raise ConfigError("search feedback_alpha must be in (0, 1]")
+    if not 0.0 < s.inventory.duplicate_cosine <= 1.0:
+        raise ConfigError("inventory duplicate_cosine must be in (0, 1]")
     if s.index.chunk_chars < 200:
         raise ConfigError("index chunk_chars must be at least 200")

@@ -31,14 +31,14 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
-from . import __version__
+from . import __version__, inventory, ops
 from .client import Client, DaemonUnavailable
 from .config import Settings, Vault
 from .errors import VaultmemError
 from .index import SyncReport, VaultIndex, embedder_identity
-from .query import build_query
 from .scan import dir_excluded, is_note_path, relpath_in
 from .search import Searcher
+from .usage import Usage
 
 log = logging.getLogger("vaultmem.daemon")
 
@@ -229,6 +229,30 @@ class _Connection(socketserver.BaseRequestHandler):
 # ------------------------------------------------------------------ the daemon
 
 
+class _Context(ops.Context):
+    """How the shared operations reach the daemon's index: reads under the read lock with the
+    reader, writes on the writer thread (the reader is refreshed before the answer)."""
+
+    def __init__(self, daemon: "Daemon"):
+        self.daemon = daemon
+        self.settings = daemon.settings
+        self.usage = daemon.usage
+
+    def read(self, fn):
+        d = self.daemon
+        with d.read_lock:
+            return fn(d.reader, d.searcher)
+
+    def write(self, fn):
+        work = self.daemon.enqueue(Work("call", fn=fn, done=threading.Event()))
+        work.done.wait()
+        if "exception" in work.result:
+            raise work.result["exception"]
+        if "value" not in work.result:
+            raise VaultmemError("the write failed; see the daemon's log")
+        return work.result["value"]
+
+
 class Daemon:
     def __init__(self, settings: Settings, socket_path: str):
         self.settings = settings
@@ -244,6 +268,8 @@ class Daemon:
         self.in_flight = 0
         self.writer: VaultIndex | None = None
         self.reader: VaultIndex | None = None
+        self.usage: Usage | None = None
+        self.ctx: _Context | None = None
         self.searcher: Searcher | None = None
         self.server: _Server | None = None
         self.observer: Observer | None = None
@@ -277,7 +303,9 @@ class Daemon:
             self.writer.catalog.put_vault(v)
         self.vaults = {v.name: v for v in vaults}
         self.reader = VaultIndex(self.settings, writable=False, share_vectors_of=self.writer)
-        self.searcher = Searcher(self.reader)
+        self.usage = Usage(self.settings.state_dir)
+        self.searcher = Searcher(self.reader, self.usage)
+        self.ctx = _Context(self)
         self._bind()
         self._writer_thread = threading.Thread(target=self._writer_loop, name="vaultmem-writer", daemon=True)
         self._writer_thread.start()
@@ -308,6 +336,9 @@ class Daemon:
         if cfg.optimize_minutes > 0:
             self.scheduler.add_job(lambda: self.enqueue(Work("optimize")), "interval",
                                    minutes=cfg.optimize_minutes, id="optimize")
+        inv = self.settings.inventory
+        if inv.every_days > 0 and inv.check_minutes > 0:
+            self.scheduler.add_job(self._inventory_if_due, "interval", minutes=inv.check_minutes, id="inventory")
         self.scheduler.start()
         sd_notify(f"READY=1\nSTATUS=watching {len(vaults)} vault(s), {work.result.get('summary', '')}")
         log.info("ready: %s; serving %s", work.result.get("summary", ""), self.socket_path)
@@ -325,6 +356,21 @@ class Daemon:
             log.exception("warm-up failed")
             return
         log.info("warmed up in %.1f s", time.perf_counter() - t)
+
+    def _inventory_if_due(self) -> None:
+        """The scheduled stock-take: save a report when the last one is `every_days` old."""
+        last = inventory.last_saved(self.settings.state_dir)
+        if last is not None and time.time() - last < self.settings.inventory.every_days * 86400:
+            return
+        try:
+            report = self.ctx.read(lambda idx, _: inventory.take(idx, self.usage, self.settings))
+            path = inventory.save(report, self.settings.state_dir)
+        except Exception:
+            log.exception("the scheduled inventory failed")
+            return
+        c = report["counts"]
+        log.info("inventory saved to %s: %s", path, "clean" if report["clean"] else
+                 ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in c.items() if n))
 
     def _bind(self) -> None:
         directory = os.path.dirname(self.socket_path)
@@ -373,6 +419,8 @@ class Daemon:
             self.reader.close()
         if self.writer is not None:
             self.writer.close()
+        if self.usage is not None:
+            self.usage.close()
         log.info("stopped")
 
     # -------------------------------------------------------------- the writer
@@ -445,8 +493,10 @@ class Daemon:
             if w.kind == "call" and w.fn is not None:
                 try:
                     w.result["value"] = w.fn(self.writer)
-                except VaultmemError as err:
-                    w.result["error"] = str(err)
+                except Exception as err:  # handed back to the requester, whose answer says it
+                    if not isinstance(err, VaultmemError):
+                        log.exception("a write request failed")
+                    w.result["exception"] = err
         if report.changes or any(w.kind == "call" for w in batch):
             self.commits_since_optimize += 1
             self._refresh()
@@ -465,7 +515,7 @@ class Daemon:
             if self._reopen_reader:
                 self.reader.close()
                 self.reader = VaultIndex(self.settings, writable=False, share_vectors_of=self.writer)
-                self.searcher = Searcher(self.reader)
+                self.searcher = Searcher(self.reader, self.usage)
                 self._reopen_reader = False
             else:
                 self.reader.refresh()
@@ -505,14 +555,24 @@ class Daemon:
     def op_ping(self, req: dict) -> dict:
         return {"ok": True, "version": __version__}
 
+    # the shared operations (ops.py); their requests are documented there
     def op_query(self, req: dict) -> dict:
-        assert self.searcher is not None and self.reader is not None
-        s = self.settings.search
-        with self.read_lock:
-            known = [(v.name, str(v.root)) for v in self.reader.vaults()]
-            q = build_query({k: v for k, v in req.items() if k != "op"}, s.k, s.mode, known)
-            hits, info = self.searcher.search(q)
-        return {"ok": True, "hits": [h.to_json() for h in hits], **info}
+        return ops.query(self.ctx, req)
+
+    def op_remember(self, req: dict) -> dict:
+        return ops.remember(self.ctx, req)
+
+    def op_forget(self, req: dict) -> dict:
+        return ops.forget(self.ctx, req)
+
+    def op_feedback(self, req: dict) -> dict:
+        return ops.feedback(self.ctx, req)
+
+    def op_stats(self, req: dict) -> dict:
+        return ops.stats(self.ctx, req)
+
+    def op_inventory(self, req: dict) -> dict:
+        return ops.inventory(self.ctx, req)
 
     def op_status(self, req: dict) -> dict:
         assert self.reader is not None
@@ -543,7 +603,7 @@ class Daemon:
             work = self.enqueue(Work("reconcile", reason="requested", done=threading.Event()))
         work.done.wait()
         result = work.result.get("value", work.result)
-        if "error" in work.result:
-            return {"ok": False, "code": "reindex_failed", "error": work.result["error"]}
+        if "exception" in work.result:
+            return {"ok": False, "code": "reindex_failed", "error": str(work.result["exception"])}
         return {"ok": True, "report": {k: v for k, v in result.items() if k != "problems"},
                 "problems": result.get("problems", {})}

@@ -3,6 +3,7 @@ request. Standard library only: the thin client imports this, and nothing heavy.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -24,11 +25,15 @@ class Query:
     mode: str = "hybrid"
     explain: bool = False
     half_life_days: float | None = None
+    as_of: float | None = None  # seconds since the epoch: answer as the vault stood then
+    task: str | None = None  # attributes the hits to this task in the usage records
+    record: bool = True  # count the hits as retrieved
+
 
 
 # option names accepted in a request, with their aliases
 OPTIONS = ("text", "k", "tags", "tag", "any_tags", "kinds", "kind", "topic", "vaults", "vault", "path",
-           "history", "mode", "explain", "half_life")
+           "history", "mode", "explain", "half_life", "as_of", "task", "record")
 
 
 def parse_half_life(value: Any) -> float | None:
@@ -48,6 +53,29 @@ def parse_half_life(value: Any) -> float | None:
     if days <= 0:
         raise UsageError("half-life must be positive")
     return days
+
+
+def parse_moment(value: Any) -> float | None:
+    """An ISO date or datetime as seconds since the epoch, for `--as-of`. A date alone means
+    the end of that day (notes dated that day count); naive values are UTC, as note dates are."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    s = str(value).strip()
+    if s.endswith(("Z", "z")):
+        s = s[:-1] + "+00:00"
+    try:
+        if len(s) == 10:
+            day = dt.date.fromisoformat(s)
+            moment = dt.datetime(day.year, day.month, day.day) + dt.timedelta(days=1)
+        else:
+            moment = dt.datetime.fromisoformat(s)
+    except ValueError:
+        raise UsageError(f"date {value!r}: give an ISO date or datetime, e.g. 2026-03-01 or 2026-03-01T12:00") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.timezone.utc)
+    return moment.timestamp()
 
 
 def _tuple(v: Any) -> tuple[str, ...]:
@@ -91,4 +119,6 @@ def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
         kinds=_tuple(opts.get("kinds") or opts.get("kind")), topic=str(topic) if topic else None,
         vaults=tuple(vaults), path_glob=opts.get("path") or None, history=bool(opts.get("history")),
         mode=mode, explain=bool(opts.get("explain")), half_life_days=parse_half_life(opts.get("half_life")),
+        as_of=parse_moment(opts.get("as_of")), task=str(opts["task"]) if opts.get("task") else None,
+        record=opts.get("record", True) is not False,
     )

@@ -1,14 +1,20 @@
 """Answering a query: filters -> full-text and vector candidates -> fusion -> ranking factors ->
 hits with snippets. The ranking formula lives here and its weights in config.SearchSettings:
 
-    score = fused * importance_factor * decay + entity_bonus
-    fused             = RRF (default) or weighted max-normalised scores of the text and vector lists
-    importance_factor = 1 + importance_weight * (2 * importance - 1)
-    decay             = 0.5 ** (age_days / half_life_days)     (1 when no half-life is set)
+    score = fused * importance_factor * feedback_factor * decay + entity_bonus
+    fused             = weighted min-max scaled text and vector scores (default), or RRF
+    importance_factor = 1 + importance_weight * (2 * importance - 1)       importance in 0..1
+    feedback_factor   = 1 + feedback_weight * (2 * feedback - 1)          feedback: EMA in 0..1, 0.5 unjudged
+    decay             = 0.5 ** (age_days / half_life_days)                (1 when no half-life is set)
     entity_bonus      = min(entity_cap, entity_weight * sum of shared entities' specificity)
 
-Results are one hit per note (its best chunk). The engines are reached only through
-VaultIndex; nothing here writes.
+A note that shares an entity with the query is a candidate even with no word in common (its
+score is then the bonus alone). Results are one hit per note (its best chunk). Current notes
+only unless history is asked for; retired notes (usage.py) count as not current. `as_of` answers
+with the notes that existed, and were current, at that moment.
+
+The engines are reached only through VaultIndex and never written; the one write is to the
+usage records (which notes were returned, for which task).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from .query import Query
 from .scan import matches
 from .supersession import topic_key
 from .text import STOP_WORDS, WORD, highlight_terms, normalize
+from .usage import NEUTRAL, Usage
 
 
 @dataclass
@@ -38,6 +45,7 @@ class Hit:
     score: float
     current: bool
     superseded_by: str | None
+    retired: bool
     topic: str | None
     tags: list[str]
     kind: str
@@ -56,20 +64,40 @@ class Hit:
 
 
 class Searcher:
-    def __init__(self, index: VaultIndex):
+    def __init__(self, index: VaultIndex, usage: Usage | None = None):
+        """`usage`: where retirements and feedback are read and retrievals recorded (None: not)."""
         self.index = index
+        self.usage = usage
         self.cfg = index.settings.search
+        self._deny: tuple[frozenset, dict, frozenset] | None = None
 
     # -------------------------------------------------------------- filters
 
-    def _scope(self, q: Query) -> tuple[set[str] | None, set[str] | None]:
-        """(allow, deny) note-key sets for the engines; allow None means every note."""
+    def _not_current(self) -> frozenset[str]:
+        """Superseded and retired notes; the same object until either changes (the engines
+        cache their filters by identity)."""
+        sup = self.index.catalog.superseded()
+        retired = self.usage.retired() if self.usage is not None else {}
+        if self._deny is None or self._deny[0] is not sup or self._deny[1] is not retired:
+            self._deny = (sup, retired, sup | frozenset(retired) if retired else sup)
+        return self._deny[2]
+
+    def _scope(self, q: Query) -> tuple[set[str] | None, set[str] | None, dict[str, str | None] | None]:
+        """(allow, deny, state) for the engines: allow None means every note; `state` maps each
+        note to what superseded it at `q.as_of` (None when the query is about now)."""
         cat = self.index.catalog
         filtered = bool(q.tags or q.kinds or q.topic or q.vaults or q.path_glob)
+        state = None
+        if q.as_of is not None:
+            state = cat.supersession_at(q.as_of)
+            retired = self.usage.retired() if self.usage is not None else {}
+            live = {k for k, by in state.items() if q.history or (by is None and not retired.get(k, q.as_of) < q.as_of)}
         if not filtered:
-            return None, (set() if q.history else cat.superseded())
+            if state is not None:
+                return live, None, state
+            return None, (set() if q.history else self._not_current()), None
         rows = cat.select(vaults=list(q.vaults) or None, kinds=[k.lower() for k in q.kinds] or None,
-                          current_only=not q.history)
+                          current_only=not q.history and state is None)
         want_tags = {normalize(t.lstrip("#")) for t in q.tags}
         want_topic = topic_key(q.topic) if q.topic else None
         allow = set()
@@ -83,14 +111,18 @@ class Searcher:
             if q.path_glob and not matches(r["key"].split(":", 1)[1], (q.path_glob,)):
                 continue
             allow.add(r["key"])
-        return allow, None
+        if state is not None:
+            allow &= live
+        elif not q.history and self.usage is not None:
+            allow -= set(self.usage.retired())
+        return allow, None, state
 
     # -------------------------------------------------------------- the query
 
     def search(self, q: Query) -> tuple[list[Hit], dict[str, Any]]:
         t0 = time.perf_counter()
         cfg = self.cfg
-        allow, deny = self._scope(q)
+        allow, deny, state = self._scope(q)
         n = max(cfg.candidates, q.k * 3)
         text_hits: list[tuple[str, str, float]] = []
         vec_hits: list[tuple[str, str, float]] = []
@@ -108,23 +140,28 @@ class Searcher:
         ent_best = _best_per_note(ent_hits)
         fused = self._fuse(text_best, vec_best, q.mode)
         notes = self.index.catalog.notes(set(fused) | set(ent_best))
-        now = time.time()
+        if state is not None:  # as the vault stood then
+            notes = {k: _with(r, superseded_by=state.get(k)) for k, r in notes.items()}
+        retired = self.usage.retired() if self.usage is not None else {}
+        feedback = self.usage.weights(notes) if self.usage is not None and cfg.feedback_weight else {}
+        now = q.as_of if q.as_of is not None else time.time()
+        half_life = q.half_life_days if q.half_life_days is not None else cfg.half_life_days
         scored: list[tuple[float, str, dict[str, Any]]] = []
         for key, row in notes.items():
             base, parts = fused.get(key, (0.0, {}))
             imp = 1.0 + cfg.importance_weight * (2.0 * (row["importance"] if row["importance"] is not None else 0.5) - 1.0)
-            half_life = q.half_life_days if q.half_life_days is not None else cfg.half_life_days
+            fb = 1.0 + cfg.feedback_weight * (2.0 * feedback.get(key, NEUTRAL) - 1.0)
             decay = 1.0
             if half_life and half_life > 0:
-                when = row["date_ts"] if row["date_ts"] is not None else (row["mtime_ns"] or 0) / 1e9
-                decay = 0.5 ** (max(0.0, now - when) / 86400.0 / half_life)
+                decay = 0.5 ** (max(0.0, now - _written(row)) / 86400.0 / half_life)
             shared = ent_best[key][1] if key in ent_best else 0.0
             bonus = min(cfg.entity_cap, cfg.entity_weight * shared)
-            score = base * imp * decay + bonus
+            score = base * imp * fb * decay + bonus
             if base <= 0 and bonus <= 0:
                 continue
             parts.update({"fused": round(base, 6), "importance_factor": round(imp, 4),
-                          "decay": round(decay, 4), "entity_match": round(shared, 4), "entity_bonus": round(bonus, 4)})
+                          "feedback_factor": round(fb, 4), "decay": round(decay, 4),
+                          "entity_match": round(shared, 4), "entity_bonus": round(bonus, 4)})
             scored.append((score, key, parts))
         scored.sort(key=lambda x: (-x[0], x[1]))
         if q.history:
@@ -148,8 +185,9 @@ class Searcher:
                 line_start=ch["line_start"] if ch else 1, line_end=ch["line_end"] if ch else 1,
                 heading=ch["heading"] if ch else row["path"],
                 score=round(score, 6),
-                current=row["superseded_by"] is None,
+                current=row["superseded_by"] is None and not _retired_by(retired, key, q.as_of),
                 superseded_by=sup_paths.get(row["superseded_by"]),
+                retired=_retired_by(retired, key, q.as_of),
                 topic=row["topic"], tags=_json_list(row["tags"]), kind=row["kind"], date=row["date"],
                 importance=row["importance"],
                 snippet=make_snippet(text, terms, cfg.snippet_chars),
@@ -157,6 +195,8 @@ class Searcher:
                 changed=_changed(vault_roots.get(row["vault"]), row),
                 explain=parts if q.explain else None,
             ))
+        if self.usage is not None and q.record:
+            self.usage.record([(f"{h.vault}:{h.path}", h.score) for h in hits], q.task)
         info = {"took_ms": round((time.perf_counter() - t0) * 1000, 2)}
         return hits, info
 
@@ -219,8 +259,7 @@ def _newest_first_within_chains(scored: list, notes: dict) -> list:
 
     def recency(key: str) -> tuple:
         r = notes[key]
-        ts = r["date_ts"] if r["date_ts"] is not None else (r["mtime_ns"] or 0) / 1e9
-        return (r["superseded_by"] is not None, -ts, r["path"])
+        return (r["superseded_by"] is not None, -_written(r), r["path"])
 
     groups: dict[str, list[int]] = {}
     for i, (_, key, _) in enumerate(scored):
@@ -239,6 +278,21 @@ def _newest_first_within_chains(scored: list, notes: dict) -> list:
             ceiling = score
     out.sort(key=lambda x: (-x[0], x[1]))
     return out
+
+
+def _written(row) -> float:
+    """When a note was written: its date, else its file's mtime (as supersession orders them)."""
+    return row["date_ts"] if row["date_ts"] is not None else (row["mtime_ns"] or 0) / 1e9
+
+
+def _retired_by(retired: dict[str, float], key: str, as_of: float | None) -> bool:
+    return key in retired and (as_of is None or retired[key] < as_of)
+
+
+def _with(row, **changes) -> dict:
+    d = dict(row)
+    d.update(changes)
+    return d
 
 
 def _scaled(cos: float, lo: float, hi: float) -> float:

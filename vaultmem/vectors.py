@@ -225,6 +225,17 @@ class Vectors:
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(memory.chunks[idx[t]], memory.notes[idx[t]], float(scores[t])) for t in top]
 
+    def note_vectors(self, keys: list[str]) -> tuple[list[str], np.ndarray]:
+        """One unit vector per note (the normalised mean of its chunks), for the notes among
+        `keys` that have any; used to find near-duplicate notes."""
+        memory, (n, _, rows_of) = self._memory_view()
+        have = [k for k in keys if rows_of.get(k)]
+        out = np.zeros((len(have), self.dim), dtype=np.float32)
+        for i, key in enumerate(have):
+            out[i] = memory.matrix[rows_of[key]].mean(axis=0)
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return have, out / np.where(norms > 0, norms, 1.0)
+
     def optimize(self) -> None:
         """Compact fragments and drop old versions (deletes leave both behind)."""
         with warnings.catch_warnings():

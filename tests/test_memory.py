@@ -1,0 +1,263 @@
+"""The memory habit through the CLI, in process (no daemon): remember, forget, feedback, stats,
+--as-of, inventory and secrets, on temp vaults with the real engines."""
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from vaultmem import writing
+from vaultmem.notes import parse_note
+
+from conftest import note, run_cli
+
+GH = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"  # fabricated
+
+
+def cli(env, *args, input=None):
+    return run_cli(*args, "--state-dir", str(env.state), input=input)
+
+
+def js(proc) -> dict:
+    assert proc.returncode in (0, 1), proc.stderr
+    return json.loads(proc.stdout)
+
+
+def paths(env, text, *extra) -> list[str]:
+    out = cli(env, "query", text, "--json", "--mode", "text", *extra)
+    return [h["path"] for h in js(out)["hits"]]
+
+
+# ------------------------------------------------------------------ writing notes
+
+
+def test_slug_is_readable_safe_and_keeps_every_script():
+    assert writing.slug("Deploy procedure") == "deploy-procedure"
+    assert writing.slug("../../etc/passwd") == "etc-passwd"
+    assert writing.slug("배포 절차") == "배포-절차"
+    assert writing.slug("テスト方針 (v2)") == "テスト方針-v2"
+    assert writing.slug("///") == "note"
+    assert len(writing.slug("x" * 500)) == writing.SLUG_CHARS
+
+
+def test_rendered_note_parses_back_to_what_was_asked(tmp_path):
+    text = writing.render("API: versioning", "Use /v2 for new clients.\n", tags=["api", "http"], kind="decision",
+                          importance=0.8)
+    n = parse_note("v", "memory/x.md", text.encode())
+    assert (n.topic, n.tags, n.kind, n.importance) == ("API: versioning", ("api", "http"), "decision", 0.8)
+    assert n.date and "T" in n.date and n.date_ts and abs(n.date_ts - time.time()) < 5
+    assert n.errors == () and n.chunks[0].text.strip() == "Use /v2 for new clients."
+
+
+def test_write_new_never_replaces_a_file_even_under_races(tmp_path):
+    (tmp_path / "a.md").write_text("mine\n")
+    results: list[Path] = []
+    threads = [threading.Thread(target=lambda i=i: results.append(writing.write_new(tmp_path, "a", f"note {i}\n")))
+               for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert (tmp_path / "a.md").read_text() == "mine\n"
+    assert len({p.name for p in results}) == 8
+    assert sorted(p.read_text() for p in results) == sorted(f"note {i}\n" for i in range(8))
+    assert not [p for p in tmp_path.iterdir() if "vaultmem-tmp" in p.name], "no temp file left behind"
+
+
+# ------------------------------------------------------------------ remember
+
+
+def test_remember_round_trips_in_three_languages_and_supersedes(env):
+    env.write("memory/old.md", note("deploy procedure", "Deploy by copying files over FTP.\n", date="2024-01-01"))
+    env.write("CLAUDE.md", "# Project\n\nA ledger service.\n")
+    assert cli(env, "index", "--vault", f"v={env.vault}").returncode == 0
+    out = js(cli(env, "remember", "--topic", "deploy procedure", "--tag", "ops", "--kind", "decision", "--json",
+                 "Deploy with the canary pipeline: make canary, then make ship."))
+    assert out["path"] == f"memory/deploy-procedure-{time.strftime('%Y-%m-%d')}.md"
+    assert out["superseded"] == ["memory/old.md"] and out["current"] is True
+    written = (env.vault / out["path"]).read_text(encoding="utf-8")
+    assert written.startswith("---\ntopic: deploy procedure\ndate: ") and "kind: decision" in written
+    assert written.endswith("make ship.\n")
+    assert paths(env, "canary pipeline") == [out["path"]]
+    assert "memory/old.md" not in paths(env, "deploy")
+
+    human = cli(env, "remember", "--topic", "deploy procedure", "-", input="Ship only on weekdays.\n")
+    assert human.returncode == 0, human.stderr
+    assert "supersedes v:" + out["path"] in human.stdout
+    assert paths(env, "weekdays")[0].endswith("-2.md")
+
+    ko = js(cli(env, "remember", "--topic", "배포 절차", "--json", "배포는 금요일에 하지 않는다"))
+    ja = js(cli(env, "remember", "--topic", "テスト方針", "--json", "結合テストは実際のデータベースで行う"))
+    assert ko["path"].startswith("memory/배포-절차-") and ja["path"].startswith("memory/テスト方針-")
+    assert paths(env, "금요일") == [ko["path"]]
+    assert paths(env, "データベース") == [ja["path"]]
+
+
+def test_remember_refuses_bad_input_with_one_line(env):
+    env.write("memory/a.md", note("a", "alpha\n"))
+    cli(env, "index", "--vault", f"v={env.vault}")
+    for args in (["--topic", "", "text"], ["--topic", "t", "--importance", "2", "text"],
+                 ["--topic", "t", "--vault", "nope", "text"], ["--topic", "t", "   "]):
+        r = cli(env, "remember", *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stderr.count("\n") <= 2 and "error:" in r.stderr and "Traceback" not in r.stderr
+    assert sorted(p.name for p in (env.vault / "memory").iterdir()) == ["a.md"]
+
+
+# ------------------------------------------------------------------ forget
+
+
+def test_forget_retires_restores_and_deletes(env):
+    env.write("memory/a.md", note("yak", "the yak shaving rule\n", date="2025-01-01"))
+    env.write("memory/b.md", note("yak", "yak shaving, second version\n", date="2025-06-01"))
+    env.write("memory/c.md", note("zebra", "zebra crossing notes\n"))
+    cli(env, "index", "--vault", f"v={env.vault}")
+    assert paths(env, "yak") == ["memory/b.md"]
+
+    r = cli(env, "forget", "memory/b.md")
+    assert r.returncode == 0 and "retired v:memory/b.md" in r.stdout
+    assert paths(env, "yak") == [], "a retired note is not current, and retiring did not revive the older one"
+    hist = js(cli(env, "query", "yak", "--history", "--mode", "text", "--json"))["hits"]
+    assert {(h["path"], h["current"], h["retired"]) for h in hist} == {("memory/b.md", False, True),
+                                                                      ("memory/a.md", False, False)}
+    assert (env.vault / "memory/b.md").exists(), "retiring never touches the file"
+    assert "already retired" in cli(env, "forget", "memory/b.md").stdout
+    assert cli(env, "forget", "--restore", "v:memory/b.md").returncode == 0
+    assert paths(env, "yak") == ["memory/b.md"]
+
+    by_topic = js(cli(env, "forget", "--topic", "YAK", "--json"))
+    assert by_topic["notes"] == ["v:memory/a.md", "v:memory/b.md"]
+    assert paths(env, "yak") == []
+
+    refused = cli(env, "forget", "--delete", "memory/c.md")  # stdin is not a terminal
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert (env.vault / "memory/c.md").exists()
+    dry = js(cli(env, "forget", "--delete", "--dry-run", "--json", str(env.vault / "memory/c.md")))
+    assert dry["notes"] == ["v:memory/c.md"] and (env.vault / "memory/c.md").exists()
+    assert cli(env, "forget", "--delete", "--yes", "memory/c.md").returncode == 0
+    assert not (env.vault / "memory/c.md").exists()
+    assert paths(env, "zebra") == []
+    missing = cli(env, "forget", "memory/nothing.md")
+    assert missing.returncode == 2 and "no such note" in missing.stderr
+
+
+# ------------------------------------------------------------------ feedback, stats, as-of
+
+
+def test_feedback_moves_ranking_and_stats_record_retrievals_and_tasks(env):
+    env.write("memory/one.md", note("one", "the walrus protocol for on-call handover\n"))
+    env.write("memory/two.md", note("two", "the walrus protocol for release handover\n"))
+    cli(env, "index", "--vault", f"v={env.vault}")
+    first = paths(env, "walrus protocol handover", "--task", "T-1")
+    assert sorted(first) == ["memory/one.md", "memory/two.md"]
+    loser = first[1]
+    for _ in range(3):
+        out = js(cli(env, "feedback", loser, "--useful", "--task", "T-1", "--json"))
+    assert out["feedback"] == pytest.approx(0.5 + 0.5 * (1 - 0.7 ** 3), abs=1e-3)
+    hits = js(cli(env, "query", "walrus protocol handover", "--explain", "--json"))["hits"]
+    assert hits[0]["path"] == loser, "useful feedback lifted the note above its twin"
+    assert hits[0]["explain"]["feedback_factor"] > 1.0 == hits[1]["explain"]["feedback_factor"]
+    js(cli(env, "feedback", loser, "--useless", "--json"))
+
+    st = js(cli(env, "stats", "--task", "T-1", "--json"))
+    by = {n["note"]: n for n in st["notes"]}
+    assert by["v:memory/one.md"]["retrieved"] == 2 and by["v:memory/two.md"]["retrieved"] == 2
+    assert by[f"v:{loser}"]["useful"] == 3 and by[f"v:{loser}"]["useless"] == 1
+    attribution = {a["note"]: a for a in st["attribution"]}
+    assert set(attribution) == {"v:memory/one.md", "v:memory/two.md"}
+    assert attribution[f"v:{loser}"]["credit"] == 3.0 and attribution[f"v:{loser}"]["best_rank"] == 2
+    assert not (env.state / ".." / "vault" / "memory" / "one.md").read_text().count("retrieved")
+
+
+def test_as_of_answers_with_the_notes_current_then(env):
+    env.write("memory/v1.md", note("db choice", "we use the mammoth database\n", date="2024-01-10"))
+    env.write("memory/v2.md", note("db choice", "we use the mastodon database\n", date="2025-03-01"))
+    env.write("memory/later.md", note("other", "the mammoth migration plan\n", date="2025-06-01"))
+    cli(env, "index", "--vault", f"v={env.vault}")
+    assert paths(env, "database") == ["memory/v2.md"]
+    assert paths(env, "database", "--as-of", "2024-12-31") == ["memory/v1.md"]
+    assert paths(env, "mammoth", "--as-of", "2025-04-01") == [], "v1 was superseded, later.md not yet written"
+    assert paths(env, "mammoth", "--as-of", "2024-01-10") == ["memory/v1.md"], "a date includes that day"
+    assert paths(env, "database", "--as-of", "2023-01-01") == []
+    hist = js(cli(env, "query", "database", "--as-of", "2025-04-01", "--history", "--mode", "text", "--json"))["hits"]
+    assert [(h["path"], h["current"]) for h in hist] == [("memory/v2.md", True), ("memory/v1.md", False)]
+    bad = cli(env, "query", "database", "--as-of", "last tuesday")
+    assert bad.returncode == 2 and "ISO date" in bad.stderr
+
+
+# ------------------------------------------------------------------ inventory and secrets
+
+
+def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
+    old = time.time() - 400 * 86400
+    env.write("memory/ok.md", note("fine", "a fine note\n", tags="misc"))
+    env.write("memory/stale.md", note("stale", "an ancient fact about gophers\n", tags="misc", date="2020-01-01"),
+              mtime=old)
+    env.write("memory/untagged.md", note("untagged", "no tags here\n"))
+    env.write("memory/notopic.md", "plain note, no frontmatter\n")
+    env.write("memory/broken.md", note("broken", "retires a ghost\n", tags="misc", supersedes="ghost-topic"))
+    dup = ("Rotate the signing keys every ninety days and log the rotation in the ops channel. "
+           "Old keys stay valid for one week so that running jobs finish.\n")
+    env.write("memory/dup1.md", note("dup one", dup, tags="x"))
+    env.write("memory/dup2.md", note("dup two", dup.replace(" and log", " and then log"), tags="x"))
+    env.write("memory/leak.md", note("leak", f"CI uses {GH} for releases\n", tags="ci"))
+    env.write("CLAUDE.md", "# Rules\n\nNo frontmatter needed here.\n")
+    (env.vault / "memory/bin.md").write_bytes(b"\x00\x01\x02binary")
+    cli(env, "index", "--vault", f"v={env.vault}")
+    env.write("memory/late.md", note("late", "written after indexing\n", tags="misc"))
+    (env.vault / "memory/untagged.md").write_text(note("untagged", "changed behind the index's back\n"))
+
+    r = cli(env, "inventory", "--json")
+    assert r.returncode == 1, r.stderr
+    f = json.loads(r.stdout)["findings"]
+    notes = lambda section: sorted(i["note"] for i in f[section])  # noqa: E731
+    assert notes("stale") == ["v:memory/stale.md"]
+    assert notes("missing_tags") == ["v:memory/notopic.md", "v:memory/untagged.md"]
+    assert notes("missing_topic") == ["v:memory/notopic.md"], "CLAUDE.md is not expected to have a topic"
+    assert f["broken_supersedes"] == [{"note": "v:memory/broken.md", "ref": "ghost-topic"}]
+    assert {(i["note"], i["problem"]) for i in f["out_of_sync"]} == {
+        ("v:memory/late.md", "on disk, not indexed"), ("v:memory/untagged.md", "changed since indexed")}
+    assert notes("unreadable") == ["v:memory/bin.md"]
+    assert [d["notes"] for d in f["duplicates"]] == [["v:memory/dup1.md", "v:memory/dup2.md"]]
+    assert f["secrets"] == [{"note": "v:memory/leak.md", "line": 5, "kind": "GitHub token"}]
+    assert f["multiple_current"] == [] and f["never_retrieved"] == []  # records began just now
+
+    human = cli(env, "inventory")
+    assert human.returncode == 1
+    assert "near-duplicate notes" in human.stdout and "v:memory/leak.md  (line 5: GitHub token)" in human.stdout
+    assert GH not in human.stdout
+
+    hit = js(cli(env, "query", "releases", "--json"))["hits"][0]
+    assert hit["path"] == "memory/leak.md"
+    assert GH not in json.dumps(hit) and "[secret masked]" in hit["snippet"] + hit["preview"]
+    assert GH in (env.vault / "memory/leak.md").read_text(), "the note itself is unchanged"
+
+
+def test_inventory_of_a_clean_vault_exits_0(env):
+    env.write("memory/a.md", note("alpha", "the first note\n", tags="x"))
+    env.write("memory/b.md", note("beta", "something else entirely about boats\n", tags="y"))
+    cli(env, "index", "--vault", f"v={env.vault}")
+    r = cli(env, "inventory")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "clean" in r.stdout.splitlines()[0]
+    r = cli(env, "inventory", "--unretrieved-days", "0.000001", "--json")
+    assert r.returncode == 1
+    assert sorted(i["note"] for i in json.loads(r.stdout)["findings"]["never_retrieved"]) == \
+        ["v:memory/a.md", "v:memory/b.md"]
+
+
+def test_usage_records_survive_a_rebuild_and_stay_out_of_the_notes(env):
+    env.write("memory/a.md", note("alpha", "the quokka note\n"))
+    cli(env, "index", "--vault", f"v={env.vault}")
+    before = (env.vault / "memory/a.md").read_bytes()
+    cli(env, "feedback", "memory/a.md", "--useful")
+    cli(env, "forget", "memory/a.md")
+    assert cli(env, "index", "--rebuild").returncode == 0
+    assert paths(env, "quokka") == []
+    st = js(cli(env, "stats", "--json"))
+    assert st["notes"][0]["useful"] == 1 and st["notes"][0]["retired"] is True
+    assert (env.vault / "memory/a.md").read_bytes() == before
+    assert sorted(os.listdir(env.vault / "memory")) == ["a.md"]

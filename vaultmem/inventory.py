@@ -1,0 +1,221 @@
+"""The stock-take (DESIGN §7): one report of what keeps a pile of notes honest, on demand
+(`vaultmem inventory`) and on a schedule (the daemon writes it to the state directory).
+
+Sections, each a list of findings:
+- multiple_current: a topic with more than one current note (across vaults; within a vault the
+  chain rule makes it impossible)
+- stale: current notes not written (date or file mtime) for `stale_days`
+- never_retrieved: current notes no query has returned, known for `unretrieved_days`
+- missing_topic / missing_tags: memory notes without them (CLAUDE.md, AGENTS.md and MEMORY.md
+  files are instructions and indexes, not facts, and are left out)
+- broken_supersedes: `supersedes:` entries that name no topic and no note
+- out_of_sync: files the index disagrees with (not indexed, changed since, gone, interrupted)
+- unreadable: files skipped with their reason
+- duplicates: pairs of current notes whose vectors are nearly identical
+- secrets: likely secrets (masked everywhere vaultmem shows the note; the file still holds them)
+
+Reads the catalog, the vectors, the usage records and the vault directories; writes only its own
+report files under the state directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .config import Settings
+from .index import VaultIndex
+from .scan import scan_vault
+from .supersession import path_candidates, topic_key
+from .usage import Usage
+
+INSTRUCTION_FILES = {"claude.md", "agents.md", "memory.md"}
+SECTIONS = ("multiple_current", "stale", "never_retrieved", "missing_topic", "missing_tags",
+            "broken_supersedes", "out_of_sync", "unreadable", "duplicates", "secrets")
+DAY = 86400.0
+
+
+def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = None) -> dict[str, Any]:
+    opts = opts or {}
+    cfg = settings.inventory
+    stale_days = float(opts.get("stale_days") or cfg.stale_days)
+    unretrieved_days = float(opts.get("unretrieved_days") or cfg.unretrieved_days)
+    now = time.time()
+    cat = idx.catalog
+    rows = cat.db.execute("SELECT * FROM notes WHERE status='ok' ORDER BY key").fetchall()
+    retired = usage.retired()
+    current = [r for r in rows if r["superseded_by"] is None and r["key"] not in retired]
+    found: dict[str, list[dict]] = {s: [] for s in SECTIONS}
+
+    by_topic: dict[str, list[str]] = {}
+    for r in current:
+        if r["topic_key"]:
+            by_topic.setdefault(r["topic_key"], []).append(r["key"])
+    found["multiple_current"] = [{"topic": t, "notes": keys} for t, keys in sorted(by_topic.items()) if len(keys) > 1]
+
+    for r in current:
+        written = max(r["date_ts"] or 0.0, (r["mtime_ns"] or 0) / 1e9)
+        if now - written > stale_days * DAY:
+            found["stale"].append({"note": r["key"], "days": int((now - written) // DAY)})
+
+    got = usage.retrievals()
+    started = usage.started
+    for r in current:
+        if r["key"] in got:
+            continue
+        known = max(started, min(r["date_ts"] or now, (r["mtime_ns"] or 0) / 1e9 or now))
+        if now - known > unretrieved_days * DAY:
+            found["never_retrieved"].append({"note": r["key"], "days": int((now - known) // DAY)})
+
+    for r in current:
+        if r["path"].rsplit("/", 1)[-1].lower() in INSTRUCTION_FILES:
+            continue
+        if not r["topic"]:
+            found["missing_topic"].append({"note": r["key"]})
+        if not json.loads(r["tags"] or "[]"):
+            found["missing_tags"].append({"note": r["key"]})
+
+    topics = {(r["vault"], r["topic_key"]) for r in rows if r["topic_key"]}
+    paths = {(r["vault"], r["path"]) for r in rows}
+    for r in rows:
+        for ref in json.loads(r["supersedes"] or "[]"):
+            if (r["vault"], topic_key(ref)) in topics:
+                continue
+            if any((r["vault"], c) in paths for c in path_candidates(ref, r["path"])):
+                continue
+            found["broken_supersedes"].append({"note": r["key"], "ref": ref})
+
+    found["out_of_sync"] = _out_of_sync(idx, settings)
+    found["unreadable"] = [{"note": r["key"], "reason": r["reason"]} for r in cat.skipped()]
+    found["duplicates"] = _duplicates(idx, [r["key"] for r in current], cfg.duplicate_cosine)
+    for r in rows:
+        for line, kind in json.loads(r["secrets"] or "[]"):
+            found["secrets"].append({"note": r["key"], "line": line, "kind": kind})
+
+    counts = {s: len(found[s]) for s in SECTIONS}
+    return {
+        "generated": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(now)),
+        "notes": len(rows), "current": len(current), "retired": len(retired),
+        "thresholds": {"stale_days": stale_days, "unretrieved_days": unretrieved_days,
+                       "duplicate_cosine": cfg.duplicate_cosine},
+        "clean": not any(counts.values()), "counts": counts, "findings": found,
+    }
+
+
+def _out_of_sync(idx: VaultIndex, settings: Settings) -> list[dict]:
+    out = []
+    pending = idx.catalog.pending()
+    for vault in idx.vaults():
+        if not vault.root.is_dir():
+            out.append({"note": f"{vault.name}:", "problem": f"vault directory {vault.root} is missing"})
+            continue
+        problems: dict[str, str] = {}
+        disk = scan_vault(vault, settings.index.include, settings.index.exclude, problems)
+        known = idx.catalog.files(vault.name)
+        for key in sorted(set(disk) | set(known)):
+            if key in pending:
+                out.append({"note": key, "problem": "indexing was interrupted (the next reconcile redoes it)"})
+            elif key not in known:
+                out.append({"note": key, "problem": "on disk, not indexed"})
+            elif key not in disk:
+                out.append({"note": key, "problem": "indexed, gone from disk"})
+            elif (known[key].size, known[key].mtime_ns) != (disk[key].size, disk[key].mtime_ns):
+                out.append({"note": key, "problem": "changed since indexed"})
+    return out
+
+
+def _duplicates(idx: VaultIndex, keys: list[str], threshold: float) -> list[dict]:
+    """Pairs of notes whose note vectors have cosine >= threshold, most similar first."""
+    if len(keys) < 2 or idx.vectors.count() == 0:
+        return []
+    have, mat = idx.vectors.note_vectors(keys)
+    pairs = []
+    for start in range(0, len(have), 1024):
+        sims = mat[start : start + 1024] @ mat.T
+        for i, j in zip(*np.nonzero(sims >= threshold)):
+            a = start + int(i)
+            if int(j) > a:
+                pairs.append((float(sims[i, j]), have[a], have[int(j)]))
+    pairs.sort(key=lambda p: (-p[0], p[1], p[2]))
+    return [{"notes": [a, b], "cosine": round(c, 4)} for c, a, b in pairs]
+
+
+# ------------------------------------------------------------------ reports
+
+TITLES = {
+    "multiple_current": "topics with more than one current note",
+    "stale": "current notes not touched for {stale_days:g} days",
+    "never_retrieved": "notes never retrieved in {unretrieved_days:g} days",
+    "missing_topic": "notes without a topic",
+    "missing_tags": "notes without tags",
+    "broken_supersedes": "supersedes entries that name nothing",
+    "out_of_sync": "files the index disagrees with",
+    "unreadable": "files that could not be indexed",
+    "duplicates": "near-duplicate notes (cosine >= {duplicate_cosine:g})",
+    "secrets": "likely secrets (masked in results; still in the files)",
+}
+
+
+def describe(item: dict) -> str:
+    if "topic" in item:
+        return f"{item['topic']}: {', '.join(item['notes'])}"
+    if "cosine" in item:
+        return f"{item['notes'][0]} ~ {item['notes'][1]} ({item['cosine']})"
+    extra = [f"{item['days']} days" if "days" in item else "", f"supersedes {item['ref']!r}" if "ref" in item else "",
+             item.get("problem", ""), item.get("reason", ""),
+             f"line {item['line']}: {item['kind']}" if "line" in item else ""]
+    return item["note"] + "".join(f"  ({e})" for e in extra if e)
+
+
+def format_report(report: dict, limit: int = 20) -> str:
+    """The report for people: a line of totals, then each section with findings (at most
+    `limit` lines each; 0 shows all)."""
+    c = report["counts"]
+    lines = [f"inventory {report['generated']}: {report['notes']} notes, {report['current']} current, "
+             f"{report['retired']} retired; " + ("clean" if report["clean"] else f"{sum(c.values())} findings")]
+    for section in SECTIONS:
+        items = report["findings"][section]
+        if not items:
+            continue
+        lines.append("")
+        lines.append(f"{TITLES[section].format(**report['thresholds'])}: {len(items)}")
+        shown = items if not limit else items[:limit]
+        lines.extend("  " + describe(i) for i in shown)
+        if len(items) > len(shown):
+            lines.append(f"  ... and {len(items) - len(shown)} more (--all or --json shows every one)")
+    return "\n".join(lines) + "\n"
+
+
+def save(report: dict, state_dir: Path, keep: int = 12) -> Path:
+    """Write the report as JSON and text under state_dir/inventory/ (atomically; the newest
+    `keep` are kept) and point `latest.json`/`latest.txt` at it."""
+    folder = state_dir / "inventory"
+    folder.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    target = folder / f"inventory-{stamp}.json"
+    for name, text in ((target.name, json.dumps(report, ensure_ascii=False, indent=1)),
+                       ("latest.json", json.dumps(report, ensure_ascii=False, indent=1)),
+                       ("latest.txt", format_report(report, limit=0))):
+        tmp = folder / f".{name}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, folder / name)
+    old = sorted(folder.glob("inventory-*.json"))[:-keep]
+    for p in old:
+        p.unlink(missing_ok=True)
+    return target
+
+
+def last_saved(state_dir: Path) -> float | None:
+    """When the newest saved report was written, if any."""
+    try:
+        return (state_dir / "inventory" / "latest.json").stat().st_mtime
+    except OSError:
+        return None

@@ -1,0 +1,329 @@
+"""The operations of the memory habit, shared by the socket API (daemon.py) and the in-process
+CLI (cli.py): query, remember, forget, feedback, stats, inventory. Each takes a `Context` and a
+request dict and returns a JSON-able response; neither caller re-implements any of them.
+
+A Context says how to reach the index: `read(fn)` runs fn(index, searcher) where reads are
+consistent (the daemon's read lock), `write(fn)` runs fn(writable index) where writes belong (the
+daemon's writer thread, after which its reader sees the change). Notes are written only through
+writing.py, and only by remember and forget --delete.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from . import writing
+from .config import Settings, Vault
+from .errors import UsageError, VaultmemError
+from .index import VaultIndex
+from .query import build_query
+from .scan import is_note_path
+from .search import Searcher
+from .supersession import topic_key
+from .usage import Usage
+
+T = TypeVar("T")
+
+
+class Context:
+    settings: Settings
+    usage: Usage
+
+    def read(self, fn: Callable[[VaultIndex, Searcher], T]) -> T:
+        raise NotImplementedError
+
+    def write(self, fn: Callable[[VaultIndex], T]) -> T:
+        raise NotImplementedError
+
+
+# ------------------------------------------------------------------ finding notes
+
+
+def vault_for(vaults: list[Vault], name: str | None, cwd: str | None) -> Vault:
+    """The vault named (by name or directory); else the one containing `cwd`; else the only one."""
+    if not vaults:
+        raise UsageError("no vault is indexed yet: run `vaultmem index --vault DIR` first")
+    if name:
+        real = os.path.realpath(os.path.expanduser(name))
+        for v in vaults:
+            if v.name == name or str(v.root) == real:
+                return v
+        raise UsageError(f"vault {name}: not an indexed vault (known: {', '.join(v.name for v in vaults)})")
+    if cwd:
+        inside = [v for v in vaults if cwd == str(v.root) or cwd.startswith(str(v.root) + os.sep)]
+        if inside:
+            return max(inside, key=lambda v: len(str(v.root)))
+    if len(vaults) == 1:
+        return vaults[0]
+    raise UsageError(f"several vaults are indexed; name one with --vault ({', '.join(v.name for v in vaults)})")
+
+
+def resolve_note(idx: VaultIndex, ref: str, cwd: str | None = None) -> str:
+    """A note key from `vault:path`, an absolute or working-directory-relative file path, or a
+    vault-relative path (unique across vaults)."""
+    vaults = idx.vaults()
+    ref = str(ref).strip()
+    if not ref:
+        raise UsageError("no note given")
+    candidates: list[str] = []
+    name, _, rest = ref.partition(":")
+    if rest and any(v.name == name for v in vaults):
+        candidates.append(f"{name}:{rest.lstrip('/')}")
+    full = ref if os.path.isabs(os.path.expanduser(ref)) else os.path.join(cwd or os.getcwd(), ref)
+    full = os.path.realpath(os.path.expanduser(full))
+    for v in vaults:
+        if full.startswith(str(v.root) + os.sep):
+            candidates.append(f"{v.name}:{Path(os.path.relpath(full, v.root)).as_posix()}")
+        if not os.path.isabs(ref):
+            candidates.append(f"{v.name}:{Path(ref).as_posix()}")
+    found = [k for k in dict.fromkeys(candidates) if k in idx.catalog.notes([k])]
+    if not found:
+        raise UsageError(f"{ref}: no such note in the index (see `vaultmem status` for the vaults)")
+    if len(found) > 1:
+        raise UsageError(f"{ref} names a note in several vaults ({', '.join(found)}); write it as VAULT:PATH")
+    return found[0]
+
+
+def _path_of(key: str) -> str:
+    return key.split(":", 1)[1]
+
+
+# ------------------------------------------------------------------ query
+
+
+def query(ctx: Context, req: dict) -> dict:
+    def run(idx: VaultIndex, searcher: Searcher) -> dict:
+        s = ctx.settings.search
+        known = [(v.name, str(v.root)) for v in idx.vaults()]
+        q = build_query({k: v for k, v in req.items() if k != "op"}, s.k, s.mode, known)
+        hits, info = searcher.search(q)
+        return {"ok": True, "hits": [h.to_json() for h in hits], **info}
+    return ctx.read(run)
+
+
+# ------------------------------------------------------------------ remember
+
+
+def remember(ctx: Context, req: dict) -> dict:
+    """Write a new note under the vault's memory directory and index it before answering.
+    Request: topic, text, tags, kind, importance, vault, cwd."""
+    topic = str(req.get("topic") or "").strip()
+    text = req.get("text")
+    if not topic:
+        raise UsageError("remember needs a topic (--topic)")
+    if not isinstance(text, str) or not text.strip():
+        raise UsageError("remember needs the note's text (an argument, or - to read stdin)")
+    if "\n" in topic or len(topic) > 200:
+        raise UsageError("a topic is one line of at most 200 characters")
+    tags = req.get("tags") or []
+    tags = [tags] if isinstance(tags, str) else [str(t).strip().lstrip("#") for t in tags if str(t).strip()]
+    kind = str(req["kind"]).strip().lower() if req.get("kind") else None
+    importance = req.get("importance")
+    if importance is not None:
+        try:
+            importance = float(importance)
+        except (TypeError, ValueError):
+            raise UsageError(f"importance must be a number from 0 to 1, not {importance!r}") from None
+        if not 0.0 <= importance <= 1.0:
+            raise UsageError("importance must be from 0 to 1")
+    body = writing.render(topic, text, tags=tags, kind=kind, importance=importance)
+    subdir = ctx.settings.memory.dir.strip("/")
+
+    def run(idx: VaultIndex) -> dict:
+        vault = vault_for(idx.vaults(), req.get("vault"), req.get("cwd"))
+        rel_dir = Path(subdir)
+        if rel_dir.is_absolute() or ".." in rel_dir.parts:
+            raise UsageError(f"memory dir {subdir!r} must be a path inside the vault")
+        probe = (rel_dir / "x.md").as_posix()
+        cfg = ctx.settings.index
+        if not is_note_path(probe, cfg.include, cfg.exclude):
+            raise UsageError(f"notes written to {subdir}/ would not be indexed (see [index] include)")
+        tk = topic_key(topic)
+        before = [r[0] for r in idx.catalog.db.execute(
+            "SELECT key FROM notes WHERE vault=? AND topic_key=? AND status='ok' AND superseded_by IS NULL",
+            (vault.name, tk))]
+        stamp = time.strftime("%Y-%m-%d")
+        path = writing.write_new(vault.root / rel_dir, f"{writing.slug(topic)}-{stamp}", body)
+        rel = path.relative_to(vault.root).as_posix()
+        idx.update(vault, {rel})
+        key = f"{vault.name}:{rel}"
+        rows = idx.catalog.notes(before + [key])
+        if key not in rows:
+            raise VaultmemError(f"wrote {path} but could not index it")
+        return {"ok": True, "path": rel, "vault": vault.name, "file": str(path), "topic": topic,
+                "superseded": [_path_of(k) for k in before if rows.get(k) is not None and rows[k]["superseded_by"] == key],
+                "current": rows[key]["superseded_by"] is None,
+                "superseded_by": _path_of(rows[key]["superseded_by"]) if rows[key]["superseded_by"] else None}
+    return ctx.write(run)
+
+
+# ------------------------------------------------------------------ forget
+
+
+def _targets(idx: VaultIndex, req: dict) -> list[str]:
+    if bool(req.get("path")) == bool(req.get("topic")):
+        raise UsageError("forget needs a note path or --topic (one of them)")
+    if req.get("path"):
+        paths = req["path"] if isinstance(req["path"], list) else [req["path"]]
+        return [resolve_note(idx, p, req.get("cwd")) for p in paths]
+    vaults = [vault_for(idx.vaults(), req["vault"], None).name] if req.get("vault") else None
+    tk = topic_key(str(req["topic"]))
+    sql = "SELECT key FROM notes WHERE status='ok' AND topic_key=?"
+    args: list[Any] = [tk]
+    if vaults:
+        sql += " AND vault=?"
+        args += vaults
+    keys = [r[0] for r in idx.catalog.db.execute(sql + " ORDER BY key", args)]
+    if not keys:
+        raise UsageError(f"no note has the topic {req['topic']!r}")
+    return keys
+
+
+def forget(ctx: Context, req: dict) -> dict:
+    """Retire notes (recorded in vaultmem's state; the files stay), restore retired ones, or
+    delete the files. Request: path (one or a list) or topic [+ vault]; action retire | restore
+    | delete; delete needs yes=true; dry_run lists the notes without acting."""
+    action = req.get("action") or "retire"
+    if action not in ("retire", "restore", "delete"):
+        raise UsageError(f"forget action must be retire, restore or delete, not {action!r}")
+    keys = ctx.read(lambda idx, _: _targets(idx, req))
+    out: dict[str, Any] = {"ok": True, "action": action, "notes": keys}
+    if req.get("dry_run"):
+        return out
+    if action == "retire":
+        out["changed"] = ctx.usage.retire(keys, reason=str(req.get("reason") or ""))
+    elif action == "restore":
+        out["changed"] = ctx.usage.restore(keys)
+    else:
+        if req.get("yes") is not True:
+            raise UsageError(f"deleting {len(keys)} file(s) needs confirmation (yes=true, or --yes)")
+
+        def run(idx: VaultIndex) -> list[str]:
+            roots = {v.name: v for v in idx.vaults()}
+            done: dict[str, set[str]] = {}
+            for key in keys:
+                name, rel = key.split(":", 1)
+                try:
+                    writing.delete(roots[name].root / rel)
+                except FileNotFoundError:
+                    pass
+                done.setdefault(name, set()).add(rel)
+            for name, rels in done.items():
+                idx.update(roots[name], rels)
+            return keys
+        out["changed"] = ctx.write(run)
+        ctx.usage.restore(keys)
+    return out
+
+
+# ------------------------------------------------------------------ feedback and stats
+
+
+def feedback(ctx: Context, req: dict) -> dict:
+    if not isinstance(req.get("useful"), bool):
+        raise UsageError("feedback needs useful: true or false (--useful or --useless)")
+    key = ctx.read(lambda idx, _: resolve_note(idx, str(req.get("path") or ""), req.get("cwd")))
+    weight = ctx.usage.feedback(key, req["useful"], ctx.settings.search.feedback_alpha,
+                                str(req["task"]) if req.get("task") else None)
+    factor = 1.0 + ctx.settings.search.feedback_weight * (2.0 * weight - 1.0)
+    return {"ok": True, "note": key, "feedback": round(weight, 4), "feedback_factor": round(factor, 4)}
+
+
+def stats(ctx: Context, req: dict) -> dict:
+    """Retrieval counts, feedback and retirement per note (all indexed notes, or those named),
+    and, with a task, that task's attribution rows."""
+    def run(idx: VaultIndex, _: Searcher) -> tuple[list[str], dict]:
+        if req.get("paths"):
+            keys = [resolve_note(idx, p, req.get("cwd")) for p in req["paths"]]
+        else:
+            keys = [r[0] for r in idx.catalog.db.execute("SELECT key FROM notes WHERE status='ok' ORDER BY key")]
+        return keys, idx.catalog.notes(keys)
+    keys, rows = ctx.read(run)
+    got = ctx.usage.retrievals(keys)
+    fb = ctx.usage.feedback_counts()
+    retired = ctx.usage.retired()
+    notes = []
+    for key in keys:
+        count, last = got.get(key, (0, None))
+        weight, useful, useless = fb.get(key, (None, 0, 0))
+        row = rows.get(key)
+        notes.append({"note": key, "retrieved": count, "last_retrieved": _iso(last), "feedback": weight,
+                      "useful": useful, "useless": useless, "retired": key in retired,
+                      "current": bool(row) and row["superseded_by"] is None and key not in retired})
+    notes.sort(key=lambda n: (-n["retrieved"], n["note"]))
+    out: dict[str, Any] = {"ok": True, "since": _iso(ctx.usage.started), "notes": notes,
+                           "never_retrieved": sum(1 for n in notes if not n["retrieved"])}
+    if req.get("task") is not None:
+        out["attribution"] = ctx.usage.attribution(str(req["task"]) or None)
+    return out
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(ts))
+
+
+# ------------------------------------------------------------------ inventory
+
+
+def inventory(ctx: Context, req: dict) -> dict:
+    from .inventory import take
+
+    return {"ok": True, **ctx.read(lambda idx, _: take(idx, ctx.usage, ctx.settings, req))}
+
+
+# ------------------------------------------------------------------ in this process
+
+
+class LocalContext(Context):
+    """The index opened in this process (the CLI without a daemon). Opened on first use, for
+    writing if the first operation writes; `on_open` is called once it is open."""
+
+    def __init__(self, settings: Settings, on_open: Callable[[], None] | None = None):
+        self.settings = settings
+        self.index: VaultIndex | None = None
+        self.searcher: Searcher | None = None
+        self._usage: Usage | None = None
+        self._on_open = on_open
+
+    @property
+    def usage(self) -> Usage:  # type: ignore[override]
+        if self._usage is None:
+            self._usage = Usage(self.settings.state_dir)
+        return self._usage
+
+    def open(self, writable: bool) -> VaultIndex:
+        if self.index is not None and (self.index.writable or not writable):
+            return self.index
+        if self.index is not None:
+            self.index.close()
+        self.index = VaultIndex(self.settings, writable=writable)
+        self.searcher = Searcher(self.index, self.usage)
+        if self._on_open is not None:
+            self._on_open()
+            self._on_open = None
+        return self.index
+
+    def read(self, fn):
+        idx = self.open(False)
+        return fn(idx, self.searcher)
+
+    def write(self, fn):
+        return fn(self.open(True))
+
+    def close(self) -> None:
+        if self.index is not None:
+            self.index.close()
+        if self._usage is not None:
+            self._usage.close()
+
+
+OPS: dict[str, Callable[[Context, dict], dict]] = {
+    "query": query, "remember": remember, "forget": forget, "feedback": feedback, "stats": stats,
+    "inventory": inventory,
+}
+WRITES = {"remember", "forget"}  # ops that may change notes (opened for writing up front)
