@@ -308,3 +308,47 @@ def test_service_install_writes_the_unit_atomically(tmp_path):
     unit = (tmp_path / "cfg/systemd/user/vaultmem.service").read_text()
     assert "Type=notify" in unit and f"--vault {tmp_path}" in unit
     assert not list((tmp_path / "cfg/systemd/user").glob("*.tmp"))
+
+
+def test_memory_habit_through_the_socket(daemon, tmp_path):
+    """remember, forget, feedback, stats and inventory as socket ops, and the CLI using them."""
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text("[inventory]\ncheck_minutes = 0.01\n")  # the scheduled report is due at once
+    daemon.extra_env = {"VAULTMEM_CONFIG": str(cfg)}
+    atomic_save(daemon.vault / "memory/old.md", note("deploy", "deploy by ftp\n", date="2024-01-01"))
+    daemon.start()
+    out = daemon.request({"op": "remember", "topic": "deploy", "text": "deploy with the narwhal pipeline",
+                          "tags": ["ops"]})
+    assert out["ok"] and out["superseded"] == ["memory/old.md"], out
+    assert daemon.paths("narwhal") == [out["path"]], "searchable as soon as remember answers"
+    assert daemon.paths("ftp") == []
+    ko = daemon.request({"op": "remember", "topic": "배포", "text": "배포는 일각고래 파이프라인으로"})
+    assert daemon.paths("일각고래") == [ko["path"]]
+
+    env = {"VAULTMEM_SOCKET": str(daemon.sock), "VAULTMEM_CONFIG": str(cfg)}
+    r = run_cli("remember", "--topic", "テスト", "--state-dir", str(daemon.state), "結合テストは本物のDBで", env=env)
+    assert r.returncode == 0 and "no daemon" not in r.stderr, r.stderr
+    assert len(daemon.paths("結合テスト")) == 1
+
+    assert daemon.request({"op": "forget", "path": out["path"]})["changed"] == [f"v:{out['path']}"]
+    assert daemon.paths("narwhal") == []
+    refused = daemon.request({"op": "forget", "path": out["path"], "action": "delete"})
+    assert refused["ok"] is False and "confirmation" in refused["error"]
+    gone = daemon.request({"op": "forget", "path": out["path"], "action": "delete", "yes": True})
+    assert gone["ok"] and not (daemon.vault / out["path"]).exists()
+    assert daemon.paths("deploy") == ["memory/old.md"], "deleting the newest note revives the older one"
+
+    fb = daemon.request({"op": "feedback", "path": "memory/old.md", "useful": True, "task": "t9"})
+    assert fb["ok"] and fb["feedback"] > 0.5
+    bad = daemon.request({"op": "feedback", "path": "memory/none.md", "useful": True})
+    assert bad["ok"] is False and bad["code"] == "UsageError"
+    daemon.request({"op": "query", "text": "deploy", "task": "t9", "mode": "text"})
+    st = daemon.request({"op": "stats", "task": "t9"})
+    assert {a["note"] for a in st["attribution"]} == {"v:memory/old.md"}
+
+    inv = daemon.request({"op": "inventory"})
+    assert inv["ok"] and inv["counts"]["missing_tags"] >= 1
+    latest = daemon.state / "inventory" / "latest.json"
+    daemon.wait_for(latest.exists, timeout=30)
+    assert json.loads(latest.read_text())["notes"] >= 3
+    assert (daemon.state / "inventory" / "latest.txt").read_text().startswith("inventory ")

@@ -1,12 +1,13 @@
 """The `vaultmem` command line. Parsing, output formatting and exit codes only.
 
-Client commands (query, status, reindex) talk to the daemon over its socket when one runs;
+Client commands (query, status, reindex, remember, forget, feedback, stats, inventory) talk to the daemon over its socket when one runs;
 that path imports nothing heavier than the standard library (client.py, query.py, config.py),
 so a fresh `vaultmem query` answers in milliseconds. Without a daemon they open the index in
 this process and say so on stderr. Engines are imported inside the functions that need them.
 
-Exit codes: 0 success (query: at least one hit), 1 query found nothing, 2 usage or config
-error, 3 no index yet, 4 embedder mismatch (reindex), 5 embedder failure.
+Exit codes: 0 success (query: at least one hit), 1 query found nothing / inventory found
+something / forget declined, 2 usage or config error, 3 no index yet, 4 embedder mismatch
+(reindex), 5 embedder failure.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ from typing import Any
 from . import __version__
 from .errors import UsageError, VaultmemError
 
-EPILOG = """exit codes: 0 ok (query: hits found), 1 query found nothing, 2 usage/config error,
-3 no index yet, 4 embedder changed (run `vaultmem index --rebuild`), 5 embedder failed"""
+EPILOG = """exit codes: 0 ok, 1 query found nothing / inventory has findings / forget declined,
+2 usage or config error, 3 no index yet, 4 embedder changed (run `vaultmem index --rebuild`),
+5 embedder failed"""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
