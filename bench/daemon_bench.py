@@ -17,11 +17,9 @@ The vault and its index are kept in --out, so a second run skips the first index
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import signal
-import socket
 import statistics
 import subprocess
 import sys

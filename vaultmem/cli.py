@@ -202,6 +202,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _backend(args: argparse.Namespace, settings=None):
+    from .backend import Backend
+
+    settings = settings or _settings(args)
+    return Backend(settings, socket=getattr(args, "socket", None), no_daemon=getattr(args, "no_daemon", False),
+                   explicit_state_dir=bool(args.state_dir or os.environ.get("VAULTMEM_STATE_DIR")))
+
+
 def _settings(args: argparse.Namespace, vaults: list[str] | None = None):
     from .config import resolve
 
@@ -209,89 +217,6 @@ def _settings(args: argparse.Namespace, vaults: list[str] | None = None):
     if vaults:
         flags["vaults"] = vaults
     return resolve(flags)
-
-
-# ------------------------------------------------------------------ where answers come from
-
-ERROR_CODES = {"UsageError": 2, "ConfigError": 2, "IndexMissingError": 3, "EmbedderMismatchError": 4,
-               "EmbedderError": 5}
-
-
-class DaemonError(VaultmemError):
-    """An error the daemon answered with; keeps its exit-code meaning."""
-
-    def __init__(self, response: dict):
-        super().__init__(response.get("error") or "the daemon answered with an error")
-        self.exit_code = ERROR_CODES.get(str(response.get("code")), 2)
-
-
-class Backend:
-    """The daemon over its socket when one serves this index, else the index in this process."""
-
-    def __init__(self, args: argparse.Namespace, settings):
-        from .client import Client, DaemonUnavailable, socket_path
-
-        self.settings = settings
-        self.client = None
-        self.local = None
-        self.note = ""  # said once the local index is open, so an error stays one line
-        self.socket = socket_path(getattr(args, "socket", None), settings.daemon.socket)
-        explicit = args.state_dir or os.environ.get("VAULTMEM_STATE_DIR")
-        self.state_dir = str(settings.state_dir) if explicit else None
-        if getattr(args, "no_daemon", False):
-            return
-        try:
-            self.client = Client(self.socket, timeout=3600)
-            probe = self.client.request({"op": "ping", "state_dir": self.state_dir})
-        except DaemonUnavailable:
-            self.client = None
-            self.note = f"vaultmem: no daemon at {self.socket}; answering in-process"
-            return
-        if not probe.get("ok"):
-            self.note = (f"vaultmem: the daemon at {self.socket} serves another index ({probe.get('error')}); "
-                         "answering in-process")
-            self.client.close()
-            self.client = None
-
-    def request(self, req: dict) -> dict:
-        if self.client is not None:
-            out = self.client.request({**req, "state_dir": self.state_dir})
-            if not out.get("ok"):
-                raise DaemonError(out)
-            return out
-        return self._local(req)
-
-    def _local(self, req: dict) -> dict:
-        from . import ops
-        from .index import print_progress
-
-        op = req["op"]
-        if self.local is None:
-            self.local = ops.LocalContext(self.settings, on_open=self._say_local)
-        if op in ops.OPS:
-            if op in ops.WRITES:
-                self.local.open(True)
-            return ops.OPS[op](self.local, req)
-        if op == "status":
-            return {"ok": True, **self.local.open(False).status()}
-        if op == "reindex":
-            idx = self.local.open(True)
-            if req.get("rebuild"):
-                idx.rebuild()
-            report = idx.sync(progress=print_progress)
-            return {"ok": True, "report": {k: v for k, v in report.__dict__.items() if k != "problems"},
-                    "problems": report.problems}
-        raise UsageError(f"unknown op {op}")
-
-    def _say_local(self) -> None:
-        if self.note:
-            print(self.note, file=sys.stderr)
-
-    def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
-        if self.local is not None:
-            self.local.close()
 
 
 # ------------------------------------------------------------------ commands
@@ -336,7 +261,7 @@ def cmd_query(args: argparse.Namespace) -> int:
             "vaults": args.vault, "path": args.path, "history": args.history, "mode": args.mode,
             "explain": args.explain, "half_life": args.half_life, "as_of": args.as_of, "task": args.task}
     opts = {k: v for k, v in opts.items() if v not in (None, [], False)}
-    backend = Backend(args, settings)
+    backend = _backend(args, settings)
     try:
         if args.batch:
             return _run_batch(args.batch, opts, backend)
@@ -351,7 +276,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     return 0 if out["hits"] else 1
 
 
-def _run_batch(path: str, opts: dict, backend: Backend) -> int:
+def _run_batch(path: str, opts: dict, backend) -> int:
     try:
         stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
         with stream:
@@ -402,7 +327,7 @@ def _print_hits(hits: list[dict], took_ms: float) -> None:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    backend = Backend(args, _settings(args))
+    backend = _backend(args)
     try:
         st = backend.request({"op": "status"})
     finally:
@@ -428,7 +353,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
-    backend = Backend(args, _settings(args))
+    backend = _backend(args)
     try:
         out = backend.request({"op": "reindex", "rebuild": bool(args.rebuild)})
     finally:
@@ -445,7 +370,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, req: dict) -> dict:
-    backend = Backend(args, _settings(args))
+    backend = _backend(args)
     try:
         out = backend.request(req)
     finally:
@@ -478,7 +403,7 @@ def cmd_forget(args: argparse.Namespace) -> int:
     action = "delete" if args.delete else "restore" if args.restore else "retire"
     req = {"op": "forget", "action": action, "path": args.paths or None, "topic": args.topic, "vault": args.vault,
            "cwd": os.getcwd()}
-    backend = Backend(args, _settings(args))
+    backend = _backend(args)
     try:
         if action == "delete" and not args.yes and not args.dry_run:
             listed = backend.request({**req, "dry_run": True})["notes"]

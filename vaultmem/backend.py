@@ -1,0 +1,97 @@
+"""Where answers come from: the daemon over its socket when one serves this index, else the
+index opened in this process (ops.LocalContext). Used by the CLI, the MCP server and the hooks;
+the daemon path imports only the standard library, the engines load only for the local path.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from .client import Client, DaemonUnavailable, socket_path
+from .config import Settings
+from .errors import UsageError, VaultmemError
+
+ERROR_CODES = {"UsageError": 2, "ConfigError": 2, "IndexMissingError": 3, "EmbedderMismatchError": 4,
+               "EmbedderError": 5}
+
+
+class DaemonError(VaultmemError):
+    """An error the daemon answered with; keeps its exit-code meaning."""
+
+    def __init__(self, response: dict):
+        super().__init__(response.get("error") or "the daemon answered with an error")
+        self.exit_code = ERROR_CODES.get(str(response.get("code")), 2)
+
+
+class Backend:
+    """The daemon over its socket when one serves this index, else the index in this process."""
+
+    def __init__(self, settings: Settings, socket: str | None = None, no_daemon: bool = False,
+                 explicit_state_dir: bool = False, quiet: bool = False):
+        """`explicit_state_dir`: the user chose the state dir, so a daemon serving another one
+        must not answer. `quiet`: do not say on stderr that the answer is in-process."""
+        self.settings = settings
+        self.client: Client | None = None
+        self.local = None
+        self.note = ""  # said once the local index is open, so an error stays one line
+        self.quiet = quiet
+        self.socket = socket_path(socket, settings.daemon.socket)
+        self.state_dir = str(settings.state_dir) if explicit_state_dir else None
+        if no_daemon:
+            return
+        try:
+            self.client = Client(self.socket, timeout=3600)
+            probe = self.client.request({"op": "ping", "state_dir": self.state_dir})
+        except DaemonUnavailable:
+            self.client = None
+            self.note = f"vaultmem: no daemon at {self.socket}; answering in-process"
+            return
+        if not probe.get("ok"):
+            self.note = (f"vaultmem: the daemon at {self.socket} serves another index ({probe.get('error')}); "
+                         "answering in-process")
+            self.client.close()
+            self.client = None
+
+    def request(self, req: dict) -> dict:
+        if self.client is not None:
+            out = self.client.request({**req, "state_dir": self.state_dir})
+            if not out.get("ok"):
+                raise DaemonError(out)
+            return out
+        return self._local(req)
+
+    def _local(self, req: dict) -> dict:
+        from . import ops
+        from .index import print_progress
+
+        op = req["op"]
+        if self.local is None:
+            self.local = ops.LocalContext(self.settings, on_open=self._say_local)
+        if op in ops.OPS:
+            if op in ops.WRITES:
+                self.local.open(True)
+            return ops.OPS[op](self.local, req)
+        if op == "status":
+            return {"ok": True, **self.local.open(False).status()}
+        if op == "reindex":
+            idx = self.local.open(True)
+            if req.get("rebuild"):
+                idx.rebuild()
+            report = idx.sync(progress=print_progress)
+            return {"ok": True, "report": {k: v for k, v in report.__dict__.items() if k != "problems"},
+                    "problems": report.problems}
+        raise UsageError(f"unknown op {op}")
+
+    @property
+    def via_daemon(self) -> bool:
+        return self.client is not None
+
+    def _say_local(self) -> None:
+        if self.note and not self.quiet:
+            print(self.note, file=sys.stderr)
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+        if self.local is not None:
+            self.local.close()
