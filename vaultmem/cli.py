@@ -19,6 +19,7 @@ import os
 import re
 import sys
 import traceback
+from pathlib import Path
 from typing import Any
 
 from . import __version__
@@ -178,6 +179,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unretrieved-days", type=float, metavar="N", help="never retrieved in N days (default 90)")
     p.add_argument("--all", action="store_true", help="list every finding (default: 20 per section)")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    _common(p)
+    _client(p)
+
+    p = sub.add_parser("mcp", help="serve the memory to agents over MCP (stdio)",
+                       description="An MCP server on stdin/stdout with the tools recall, remember, forget, "
+                                   "feedback, inventory and status. It asks the daemon (start that first, or "
+                                   "it answers in-process, more slowly) and holds no index itself.",
+                       epilog="install for Claude Code: claude mcp add --scope user vaultmem -- "
+                              "$(command -v vaultmem) mcp")
+    p.add_argument("--socket", metavar="PATH", help="the daemon's socket")
+    _common(p)
+
+    p = sub.add_parser("hook", help="Claude Code hooks: the session-start memory digest",
+                       description="session-start: print the most relevant current memories for the project "
+                                   "in the working directory (read from the hook's JSON on stdin, or the "
+                                   "current directory), within a token budget. Claude Code adds the output to "
+                                   "the session's context. It never fails a session: on any error it prints "
+                                   "nothing and exits 0. install: add that hook to a Claude Code settings file.",
+                       epilog="examples:\n  vaultmem hook session-start --budget 800\n"
+                              "  vaultmem hook install              # ~/.claude/settings.json\n"
+                              "  vaultmem hook install --settings .claude/settings.json",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=["session-start", "install", "print"],
+                   help="session-start: print the digest; install: add the hook; print: show the settings entry")
+    p.add_argument("--budget", type=int, metavar="TOKENS", help="size of the digest (default 1500 tokens)")
+    p.add_argument("--cwd", metavar="DIR", help="the project directory (default: from stdin JSON, else here)")
+    p.add_argument("--settings", metavar="FILE", help="install: the settings file (default ~/.claude/settings.json)")
     _common(p)
     _client(p)
 
@@ -473,6 +501,55 @@ def cmd_inventory(args: argparse.Namespace) -> int:
     return 0 if report["clean"] else 1
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from .mcp_server import run
+
+    return run(_settings(args), socket=args.socket,
+               explicit_state_dir=bool(args.state_dir or os.environ.get("VAULTMEM_STATE_DIR")))
+
+
+def cmd_hook(args: argparse.Namespace) -> int:
+    from . import agent
+
+    command = f"{_self_command()} hook session-start"
+    if args.action == "print":
+        print(json.dumps({"hooks": {"SessionStart": [agent.hook_entry(command)]}}, indent=2))
+        return 0
+    if args.action == "install":
+        target = Path(os.path.expanduser(args.settings or "~/.claude/settings.json"))
+        added = agent.install_hook(target, command)
+        print(f"{'added the session-start hook to' if added else 'the hook is already in'} {target}")
+        return 0
+    cwd = args.cwd
+    if not cwd and not sys.stdin.isatty():
+        try:
+            cwd = json.loads(sys.stdin.read() or "{}").get("cwd")
+        except (ValueError, AttributeError):
+            cwd = None
+    try:
+        backend = _backend(args)
+        backend.quiet = True
+        try:
+            text = agent.session_start(backend, backend.settings, os.path.abspath(cwd or os.getcwd()), args.budget)
+        finally:
+            backend.close()
+    except Exception as err:  # a hook must never break the session that runs it
+        if args.debug:
+            traceback.print_exc()
+        print(f"vaultmem hook: no memories ({err})", file=sys.stderr)
+        return 0
+    sys.stdout.write(text)
+    return 0
+
+
+def _self_command() -> str:
+    """How to run this vaultmem again: the script on PATH, else this interpreter."""
+    exe = Path(sys.argv[0])
+    if exe.name == "vaultmem" and exe.exists():
+        return str(exe.resolve())
+    return f"{sys.executable} -m vaultmem.cli"
+
+
 def cmd_daemon(args: argparse.Namespace) -> int:
     from .client import socket_path
     from .daemon import Daemon
@@ -494,7 +571,7 @@ def cmd_service(args: argparse.Namespace) -> int:
 
 COMMANDS = {"index": cmd_index, "query": cmd_query, "status": cmd_status, "reindex": cmd_reindex,
             "remember": cmd_remember, "forget": cmd_forget, "feedback": cmd_feedback, "stats": cmd_stats,
-            "inventory": cmd_inventory, "daemon": cmd_daemon, "service": cmd_service}
+            "inventory": cmd_inventory, "mcp": cmd_mcp, "hook": cmd_hook, "daemon": cmd_daemon, "service": cmd_service}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -72,6 +72,11 @@ DEFAULTS: dict[str, Any] = {
     "memory": {
         "dir": "memory",  # where `vaultmem remember` writes, inside the vault
     },
+    "agent": {
+        "hook_tokens": 1500,  # the session-start digest
+        "recall_tokens": 2000,  # one recall answer
+        "section_chars": 1200,  # a hit's matching section, clipped
+    },
     "inventory": {
         "stale_days": 180.0,
         "unretrieved_days": 90.0,
@@ -161,8 +166,15 @@ class InventorySettings:
     check_minutes: float
 
 
+@dataclass(frozen=True)
+class AgentSettings:
+    hook_tokens: int
+    recall_tokens: int
+    section_chars: int
+
+
 SECTIONS = {"index": IndexSettings, "embedder": EmbedderSettings, "search": SearchSettings,
-            "daemon": DaemonSettings, "memory": MemorySettings, "inventory": InventorySettings}
+            "daemon": DaemonSettings, "memory": MemorySettings, "agent": AgentSettings, "inventory": InventorySettings}
 
 
 @dataclass(frozen=True)
@@ -174,6 +186,7 @@ class Settings:
     search: SearchSettings
     daemon: DaemonSettings
     memory: MemorySettings
+    agent: AgentSettings
     inventory: InventorySettings
     config_file: Path | None = None
     debug: bool = False

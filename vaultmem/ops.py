@@ -165,7 +165,7 @@ def remember(ctx: Context, req: dict) -> dict:
 
 def _targets(idx: VaultIndex, req: dict) -> list[str]:
     if bool(req.get("path")) == bool(req.get("topic")):
-        raise UsageError("forget needs a note path or --topic (one of them)")
+        raise UsageError("forget needs a note path or a topic (one of them)")
     if req.get("path"):
         paths = req["path"] if isinstance(req["path"], list) else [req["path"]]
         return [resolve_note(idx, p, req.get("cwd")) for p in paths]

@@ -28,12 +28,14 @@ class Query:
     as_of: float | None = None  # seconds since the epoch: answer as the vault stood then
     task: str | None = None  # attributes the hits to this task in the usage records
     record: bool = True  # count the hits as retrieved
+    section_chars: int = 0  # > 0: each hit carries its matching section, clipped to this
 
 
 
 # option names accepted in a request, with their aliases
 OPTIONS = ("text", "k", "tags", "tag", "any_tags", "kinds", "kind", "topic", "vaults", "vault", "path",
-           "history", "mode", "explain", "half_life", "as_of", "task", "record")
+           "history", "mode", "explain", "half_life", "as_of", "task", "record",
+           "section_chars")
 
 
 def parse_half_life(value: Any) -> float | None:
@@ -78,6 +80,16 @@ def parse_moment(value: Any) -> float | None:
     return moment.timestamp()
 
 
+def _int(v: Any, name: str, lo: int, hi: int) -> int:
+    try:
+        n = int(v)
+    except (TypeError, ValueError):
+        raise UsageError(f"{name} must be a number, not {v!r}") from None
+    if not lo <= n <= hi:
+        raise UsageError(f"{name} must be between {lo} and {hi}")
+    return n
+
+
 def _tuple(v: Any) -> tuple[str, ...]:
     if v is None or v == "" or v == []:
         return ()
@@ -96,12 +108,7 @@ def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
     text = opts.get("text")
     if not isinstance(text, str):
         raise UsageError("a query needs 'text' (a string)")
-    try:
-        k = int(opts.get("k") or default_k)
-    except (TypeError, ValueError):
-        raise UsageError(f"k must be a number, not {opts.get('k')!r}") from None
-    if k < 1 or k > 1000:
-        raise UsageError("k must be between 1 and 1000")
+    k = _int(opts.get("k") or default_k, "k", 1, 1000)
     mode = opts.get("mode") or default_mode
     if mode not in ("hybrid", "text", "vector"):
         raise UsageError(f"mode must be hybrid, text or vector, not {mode!r}")
@@ -121,4 +128,5 @@ def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
         mode=mode, explain=bool(opts.get("explain")), half_life_days=parse_half_life(opts.get("half_life")),
         as_of=parse_moment(opts.get("as_of")), task=str(opts["task"]) if opts.get("task") else None,
         record=opts.get("record", True) is not False,
+        section_chars=_int(opts.get("section_chars") or 0, "section_chars", 0, 100_000),
     )

@@ -55,11 +55,13 @@ class Hit:
     preview: str
     changed: bool
     explain: dict[str, Any] | None = field(default=None)
+    section: str | None = field(default=None)  # the matching chunk's text, when asked for
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
-        if d["explain"] is None:
-            del d["explain"]
+        for optional in ("explain", "section"):
+            if d[optional] is None:
+                del d[optional]
         return d
 
 
@@ -194,6 +196,7 @@ class Searcher:
                 preview=row["preview"] or "",
                 changed=_changed(vault_roots.get(row["vault"]), row),
                 explain=parts if q.explain else None,
+                section=_clip(text, q.section_chars) if q.section_chars else None,
             ))
         if self.usage is not None and q.record:
             self.usage.record([(f"{h.vault}:{h.path}", h.score) for h in hits], q.task)
@@ -287,6 +290,20 @@ def _written(row) -> float:
 
 def _retired_by(retired: dict[str, float], key: str, as_of: float | None) -> bool:
     return key in retired and (as_of is None or retired[key] < as_of)
+
+
+def _clip(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a line or word boundary when one is near."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    for sep in ("\n", " "):
+        at = cut.rfind(sep)
+        if at > limit * 0.7:
+            cut = cut[:at]
+            break
+    return cut.rstrip() + " …"
 
 
 def _with(row, **changes) -> dict:

@@ -1,0 +1,186 @@
+"""Agents: the MCP server driven over stdio by the SDK's own client, against a real daemon and
+without one; the session-start hook's budget and relevance on vault-example; recall budgets."""
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from vaultmem.agent import estimate_tokens
+
+from conftest import ROOT, atomic_save, note, run_cli
+
+EXAMPLE = ROOT / "vault-example"
+
+
+def mcp_session(args: list[str], env: dict, steps):
+    """Start `vaultmem mcp` as a subprocess and run `steps(client)` in one MCP session."""
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    params = StdioServerParameters(command=sys.executable, args=["-m", "vaultmem.cli", "mcp", *args],
+                                   env={"XDG_CONFIG_HOME": "/nonexistent-vaultmem-test", **env}, cwd=str(ROOT))
+
+    async def main():
+        async with Client(params) as client:
+            return await steps(client)
+    return asyncio.run(main())
+
+
+def structured(result) -> dict:
+    assert not result.is_error, result.content
+    return result.structured_content
+
+
+@pytest.mark.slow
+def test_mcp_remember_then_recall_through_a_real_daemon(daemon):
+    atomic_save(daemon.vault / "memory/old.md", note("release train", "releases leave on Mondays\n",
+                                                     date="2024-01-01", tags="ops"))
+    daemon.start()
+
+    async def steps(client):
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == {"recall", "remember", "forget", "feedback", "inventory", "status"}
+        assert {"query", "k", "tags", "kind", "history"} <= set(tools["recall"].input_schema["properties"])
+        assert {"topic", "text", "tags", "kind", "importance"} <= set(tools["remember"].input_schema["properties"])
+        assert "before" in tools["recall"].description  # written for a model: when to call it
+        saved = structured(await client.call_tool("remember", {
+            "topic": "release train", "text": "Releases now leave on Thursdays, after the platypus review.",
+            "tags": ["ops"], "kind": "decision"}))
+        got = structured(await client.call_tool("recall", {"query": "platypus review", "k": 3}))
+        hist = structured(await client.call_tool("recall", {"query": "releases leave", "k": 5, "history": True}))
+        st = structured(await client.call_tool("status", {}))
+        fb = structured(await client.call_tool("feedback", {"path": got["hits"][0]["file"], "useful": True}))
+        gone = structured(await client.call_tool("forget", {"path": got["hits"][0]["file"]}))
+        after = structured(await client.call_tool("recall", {"query": "platypus review", "k": 3}))
+        inv = structured(await client.call_tool("inventory", {}))
+        bad = await client.call_tool("recall", {"query": "x", "k": "many"})
+        return saved, got, hist, st, fb, gone, after, inv, bad
+
+    saved, got, hist, st, fb, gone, after, inv, bad = mcp_session(
+        ["--socket", str(daemon.sock), "--state-dir", str(daemon.state)], {}, steps)
+    assert saved["superseded"] == ["memory/old.md"] and saved["path"].startswith("memory/release-train-")
+    top = got["hits"][0]
+    assert top["file"] == str(daemon.vault / saved["path"]) and top["current"] is True
+    assert top["lines"] == "7-7" and "**platypus**" in top["snippet"] and top["kind"] == "decision"
+    assert "answered_by" not in got, "the daemon answered"
+    old = [h for h in hist["hits"] if h["file"].endswith("memory/old.md")]
+    assert old and old[0]["current"] is False and old[0]["superseded_by"] == saved["path"]
+    assert st["daemon"] is True and st["notes"] == 2
+    assert fb["feedback"] > 0.5
+    assert gone["changed"] == [f"v:{saved['path']}"]
+    assert all(h["file"] != top["file"] for h in after["hits"])
+    assert "counts" in inv and inv["counts"]["secrets"] == 0
+    assert bad.is_error
+
+
+def test_mcp_without_a_daemon_answers_in_process_and_says_so(tmp_path):
+    vault = tmp_path / "vault"
+    (vault / "memory").mkdir(parents=True)
+    (vault / "memory/a.md").write_text(note("capybara", "the capybara note\n", tags="x"))
+    assert run_cli("index", "--vault", f"v={vault}", "--state-dir", str(tmp_path / "st")).returncode == 0
+
+    async def steps(client):
+        hit = structured(await client.call_tool("recall", {"query": "capybara"}))
+        err = await client.call_tool("forget", {"path": "memory/nope.md"})
+        return hit, err
+
+    hit, err = mcp_session(["--state-dir", str(tmp_path / "st")],
+                           {"VAULTMEM_SOCKET": str(tmp_path / "none.sock")}, steps)
+    assert hit["hits"][0]["file"] == str(vault / "memory/a.md")
+    assert "no vaultmem daemon" in hit["answered_by"]
+    assert err.is_error and "no such note" in err.content[0].text
+
+
+# ------------------------------------------------------------------ the session-start hook
+
+
+@pytest.fixture(scope="module")
+def example_state(tmp_path_factory):
+    state = tmp_path_factory.mktemp("example-state")
+    r = run_cli("index", "--vault", f"example={EXAMPLE}", "--state-dir", str(state))
+    assert r.returncode == 0, r.stderr
+    return state
+
+
+def hook(state: Path, *args, input: str | None = None):
+    return run_cli("hook", "session-start", "--state-dir", str(state), *args, input=input)
+
+
+def test_session_start_digest_is_relevant_current_and_within_budget(example_state):
+    r = hook(example_state, input=json.dumps({"hook_event_name": "SessionStart", "cwd": str(EXAMPLE),
+                                              "source": "startup"}))
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.startswith(("# Memories for vault-example", f"# Memories for {ROOT.name}"))  # the git work tree
+    assert estimate_tokens(out) <= 1500
+    assert "deploy-2026-05.md" in out, "the current deploy procedure is there"
+    assert "deploy-2025-03.md" not in out and "deploy-2025-09.md" not in out, "superseded versions are not"
+    assert "legacy-api.md" not in out, "a note retired by supersedes is not"
+    assert "CLAUDE.md" not in out and "MEMORY.md" not in out, "Claude Code loads those itself"
+    for expected in ("api-versioning.md", "money-as-cents.md", "テスト方針.md", "배포-체크리스트.md"):
+        assert expected in out
+    assert f"{EXAMPLE}/memory/deploy-2026-05.md:" in out, "entries say where to open the file"
+
+
+def test_session_start_budget_is_a_hard_bound(example_state):
+    for budget in (120, 300, 600):
+        r = hook(example_state, "--cwd", str(EXAMPLE), "--budget", str(budget))
+        assert r.returncode == 0
+        assert r.stdout and estimate_tokens(r.stdout) <= budget, (budget, estimate_tokens(r.stdout))
+    small = hook(example_state, "--cwd", str(EXAMPLE), "--budget", "300").stdout
+    full = hook(example_state, "--cwd", str(EXAMPLE)).stdout
+    assert small.count("\n- **") < full.count("\n- **")
+
+
+def test_session_start_never_fails_a_session(tmp_path):
+    r = hook(tmp_path / "no-index", "--cwd", str(tmp_path), input="not json")
+    assert r.returncode == 0 and r.stdout == ""
+    assert "no memories" in r.stderr
+
+
+def test_hook_install_keeps_the_settings_file_and_is_idempotent(tmp_path):
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]},
+                                    "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}}))
+    r = run_cli("hook", "install", "--settings", str(settings))
+    assert r.returncode == 0 and "added" in r.stdout
+    data = json.loads(settings.read_text())
+    assert data["permissions"] == {"allow": ["Bash(ls)"]} and data["hooks"]["Stop"]
+    [entry] = data["hooks"]["SessionStart"]
+    assert entry["hooks"][0]["command"].endswith("hook session-start")
+    again = run_cli("hook", "install", "--settings", str(settings))
+    assert "already" in again.stdout and json.loads(settings.read_text()) == data
+    settings.write_text("{broken")
+    bad = run_cli("hook", "install", "--settings", str(settings))
+    assert bad.returncode == 2 and settings.read_text() == "{broken"
+
+
+# ------------------------------------------------------------------ recall budgets
+
+
+def test_recall_answers_within_budget_with_the_matching_section(env):
+    from vaultmem.agent import recall
+    from vaultmem.backend import Backend
+
+    filler = "\n\n".join(f"Paragraph {i} about routine maintenance of the build farm." for i in range(60))
+    long_note = f"# Intro\n\n{filler}\n\n# Ocelot\n\nThe ocelot switch turns off nightly builds.\n\n# More\n\n{filler}\n"
+    env.write("memory/long.md", note("farm", long_note))
+    for i in range(15):
+        env.write(f"memory/n{i}.md", note(f"t{i}", f"ocelot related note number {i}. " + filler[:1500]))
+    env.sync()
+    settings = env.settings()
+    backend = Backend(settings, socket=str(env.state / "none.sock"), quiet=True)
+    try:
+        out = recall(backend, settings, "ocelot switch nightly builds", k=20, budget=900)
+    finally:
+        backend.close()
+    assert estimate_tokens(json.dumps(out, ensure_ascii=False)) <= 1000
+    assert "left out" in out["note"]
+    top = out["hits"][0]
+    assert top["file"].endswith("memory/long.md") and top["heading"].endswith("Ocelot")
+    assert "ocelot switch" in top["section"].lower() and "Paragraph 1 " not in top["section"]
+    assert (top["lines"].split("-")[0]) != "1"

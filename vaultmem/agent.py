@@ -1,0 +1,228 @@
+"""What agents read: recall answers and the session-start digest, each within a token budget.
+
+Agents pay for every token they read, so every answer here has a bound: hits carry the
+matching section of a note (clipped), never the whole file, and entries are dropped from the
+end once the budget is spent. Tokens are estimated without a tokenizer (about four characters
+of ASCII text per token, one per character of anything else, which over-counts English a little
+and is close for Japanese and Korean).
+
+Everything goes through a Backend (the daemon, or the index in this process); nothing here
+opens an engine itself or writes a note.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from .backend import Backend
+from .config import Settings
+
+INSTRUCTION_FILES = {"claude.md", "agents.md", "memory.md"}  # Claude Code loads these itself
+
+
+def estimate_tokens(text: str) -> int:
+    ascii_chars = sum(1 for ch in text if ord(ch) < 128)
+    return (ascii_chars + 3) // 4 + (len(text) - ascii_chars)
+
+
+def _file(hit: dict, roots: dict[str, str]) -> str:
+    root = roots.get(hit["vault"])
+    return os.path.join(root, hit["path"]) if root else hit["path"]
+
+
+def compact(hit: dict, roots: dict[str, str]) -> dict[str, Any]:
+    """A hit as an agent needs it: where to open the file, whether the fact is current, and the
+    words that matched."""
+    out: dict[str, Any] = {
+        "file": _file(hit, roots), "lines": f"{hit['line_start']}-{hit['line_end']}", "heading": hit["heading"],
+        "current": hit["current"],
+    }
+    if hit.get("superseded_by"):
+        out["superseded_by"] = hit["superseded_by"]
+    if hit.get("retired"):
+        out["retired"] = True
+    for key in ("topic", "kind", "date"):
+        if hit.get(key):
+            out[key] = hit[key]
+    if hit.get("tags"):
+        out["tags"] = hit["tags"]
+    out["snippet"] = hit["snippet"]
+    if hit.get("section"):
+        out["section"] = hit["section"]
+    return out
+
+
+def fit(items: list[dict], budget: int) -> tuple[list[dict], bool]:
+    """The longest prefix of `items` within `budget` tokens (as JSON). An item that does not fit
+    whole is tried without its section; the first item is always kept, its section clipped."""
+    out: list[dict] = []
+    used = 0
+    for i, item in enumerate(items):
+        cost = estimate_tokens(json.dumps(item, ensure_ascii=False))
+        if used + cost > budget and "section" in item:
+            item = {k: v for k, v in item.items() if k != "section"}
+            cost = estimate_tokens(json.dumps(item, ensure_ascii=False))
+        if used + cost > budget:
+            if i == 0:
+                out.append(_shrink(item, budget))
+            return out, True
+        out.append(item)
+        used += cost
+    return out, False
+
+
+def _shrink(item: dict, budget: int) -> dict:
+    item = dict(item)
+    while estimate_tokens(json.dumps(item, ensure_ascii=False)) > budget and len(item.get("snippet", "")) > 40:
+        item["snippet"] = item["snippet"][: len(item["snippet"]) * 2 // 3] + " …"
+    return item
+
+
+def vault_roots(backend: Backend) -> dict[str, str]:
+    return {v["name"]: v["root"] for v in backend.request({"op": "status"})["vaults"]}
+
+
+def recall(backend: Backend, settings: Settings, query: str, k: int = 5, tags: list[str] | None = None,
+           kind: str | None = None, history: bool = False, budget: int | None = None) -> dict[str, Any]:
+    budget = budget or settings.agent.recall_tokens
+    k = max(1, min(int(k or 5), 20))
+    out = backend.request({"op": "query", "text": query, "k": k, "tags": tags or [], "kinds": [kind] if kind else [],
+                           "history": bool(history), "section_chars": settings.agent.section_chars})
+    roots = vault_roots(backend)
+    hits, clipped = fit([compact(h, roots) for h in out["hits"]], budget)
+    answer: dict[str, Any] = {"hits": hits}
+    if clipped:
+        answer["note"] = f"{len(out['hits']) - len(hits)} more hit(s) left out to stay within {budget} tokens"
+    if not hits:
+        answer["note"] = "no matching notes"
+    return answer
+
+
+# ------------------------------------------------------------------ session start
+
+
+def project_of(cwd: str) -> Path:
+    """The project a session runs in: the git work tree containing cwd, else cwd."""
+    try:
+        top = subprocess.run(["git", "-C", cwd, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
+                             timeout=2).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        top = ""
+    return Path(top or cwd).resolve()
+
+
+def project_words(project: Path) -> str:
+    """What the project is about right now, from what is at hand offline: its name, the git
+    branch and the last few commit subjects."""
+    words = [project.name.replace("-", " ").replace("_", " ")]
+    for args in (["rev-parse", "--abbrev-ref", "HEAD"], ["log", "-5", "--format=%s"]):
+        try:
+            got = subprocess.run(["git", "-C", str(project), *args], capture_output=True, text=True, timeout=2)
+        except (OSError, subprocess.SubprocessError):
+            continue
+        if got.returncode == 0:
+            words.extend(line for line in got.stdout.splitlines() if line and line != "HEAD")
+    return " ".join(words)
+
+
+def claude_project_dir(project: Path) -> str:
+    """Claude Code keeps a project's own memory under ~/.claude/projects/<path with / as ->/."""
+    return "projects/" + str(project).replace("/", "-").replace(".", "-")
+
+
+def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | None = None) -> str:
+    """The most relevant current memories for the project at `cwd`, as Markdown within
+    `budget` tokens: the project's own notes first (its vault's memory notes, and Claude Code's
+    memory for the project), then notes elsewhere that match what the project is doing now.
+    CLAUDE.md, AGENTS.md and MEMORY.md are left out: Claude Code loads them already."""
+    budget = budget or settings.agent.hook_tokens
+    project = project_of(cwd)
+    roots = vault_roots(backend)
+    text = project_words(project)
+    own_vaults = [name for name, root in roots.items()
+                  if str(project) == root or str(project).startswith(root.rstrip("/") + "/")
+                  or root.startswith(str(project).rstrip("/") + "/")]
+    claude_dir = claude_project_dir(project)
+    picked: list[dict] = []
+    seen: set[str] = set()
+
+    def take(hits: list[dict]) -> None:
+        for h in hits:
+            key = f"{h['vault']}:{h['path']}"
+            if key in seen or h["path"].rsplit("/", 1)[-1].lower() in INSTRUCTION_FILES:
+                continue
+            seen.add(key)
+            picked.append(h)
+
+    base = {"op": "query", "text": text, "k": 30, "mode": "hybrid", "section_chars": 600, "record": False}
+    if own_vaults:
+        take(backend.request({**base, "vaults": own_vaults})["hits"])
+    take(backend.request({**base, "path": claude_dir + "/**"})["hits"])
+    take(backend.request({**base, "k": 5, "mode": "text"})["hits"])  # elsewhere: only what shares words
+
+    head = f"# Memories for {project.name} (vaultmem)\n"
+    tail = ("\nMore: the vaultmem MCP tool `recall` (or `vaultmem query TEXT`). Older versions of a fact "
+            "are hidden; open a file at the given lines for the full note.\n")
+    used = estimate_tokens(head + tail)
+    lines: list[str] = []
+    for h in picked:
+        entry = _entry(h, roots)
+        cost = estimate_tokens(entry)
+        if used + cost > budget:
+            short = _entry(h, roots, body_chars=160)
+            if used + estimate_tokens(short) > budget:
+                continue
+            entry, cost = short, estimate_tokens(short)
+        lines.append(entry)
+        used += cost
+    if not lines:
+        return ""
+    return head + "\n" + "".join(lines) + tail
+
+
+def _entry(hit: dict, roots: dict[str, str], body_chars: int = 400) -> str:
+    title = hit.get("topic") or hit["heading"]
+    meta = ", ".join(x for x in (hit.get("kind") if hit.get("kind") != "knowledge" else "",
+                                 (hit.get("date") or "")[:10]) if x)
+    text = (hit.get("section") or hit["snippet"]).replace("**", "")
+    body = " ".join(line for line in text.splitlines() if not line.lstrip().startswith("#"))
+    body = " ".join(body.split())
+    if len(body) > body_chars:
+        body = body[:body_chars].rsplit(" ", 1)[0] + " …"
+    where = f"{_file(hit, roots)}:{hit['line_start']}"
+    return f"- **{title}**" + (f" ({meta})" if meta else "") + f" — `{where}`\n  {body}\n"
+
+
+# ------------------------------------------------------------------ installing the hook
+
+
+def hook_entry(command: str) -> dict:
+    return {"matcher": "startup|resume|clear|compact", "hooks": [{"type": "command", "command": command, "timeout": 10}]}
+
+
+def install_hook(settings_file: Path, command: str) -> bool:
+    """Add the session-start hook to a Claude Code settings file, keeping everything else in it.
+    Written atomically; returns False when the hook was there already."""
+    data: dict = {}
+    if settings_file.exists():
+        try:
+            data = json.loads(settings_file.read_text(encoding="utf-8") or "{}")
+        except (ValueError, UnicodeDecodeError) as err:
+            from .errors import UsageError
+            raise UsageError(f"{settings_file} is not valid JSON ({err}); fix it or add the hook by hand") from None
+    entries = data.setdefault("hooks", {}).setdefault("SessionStart", [])
+    if any(h.get("command", "").endswith("hook session-start") for e in entries for h in e.get("hooks", [])):
+        return False
+    entries.append(hook_entry(command))
+    settings_file.parent.mkdir(parents=True, exist_ok=True)
+    tmp = settings_file.with_name(f".{settings_file.name}.vaultmem-tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        f.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, settings_file)
+    return True

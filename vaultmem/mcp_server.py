@@ -1,0 +1,142 @@
+"""`vaultmem mcp`: an MCP server over stdio (the official `mcp` SDK) for agents. A thin client:
+each tool call goes to the daemon over its socket; with no daemon it answers from the index in
+this process, says so in the answer, and closes the index again (so it never holds the writer
+lock a daemon starting later would need). Every answer is bounded (agent.py).
+
+Tools: recall, remember, forget (retires; agents never delete files), feedback, inventory,
+status. Their descriptions are written for the model that reads them.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+
+from . import __version__, agent
+from .backend import Backend
+from .config import Settings
+from .errors import VaultmemError
+
+INSTRUCTIONS = """vaultmem is this user's long-term memory: decisions, corrections, conventions and
+lessons kept as Markdown notes (CLAUDE.md and memory/*.md). Call `recall` before you decide
+something the user or an earlier session may already have settled (how to deploy, test, name,
+structure, which library or API version to use), and when the user refers to something from
+before. Call `remember` when you learn a fact worth keeping for the next session: a decision, a
+correction from the user, a gotcha. Only current versions of facts are returned unless asked."""
+
+INVENTORY_ITEMS = 5  # findings shown per section
+
+
+def build(settings: Settings, socket: str | None = None, explicit_state_dir: bool = False) -> MCPServer:
+    server = MCPServer("vaultmem", version=__version__, instructions=INSTRUCTIONS)
+
+    def call(fn):
+        backend = Backend(settings, socket=socket, explicit_state_dir=explicit_state_dir, quiet=True)
+        try:
+            out = fn(backend)
+            if not backend.via_daemon and isinstance(out, dict):
+                out["answered_by"] = "in-process (no vaultmem daemon is running; answers are slower)"
+            return out
+        except VaultmemError as err:
+            raise ToolError(str(err)) from None
+        finally:
+            backend.close()
+
+    @server.tool()
+    def recall(query: str, k: int = 5, tags: list[str] | None = None, kind: str | None = None,
+               history: bool = False) -> dict[str, Any]:
+        """Search the user's memory notes by words and meaning (English, Japanese, Korean).
+
+        Use it before deciding anything an earlier session may have settled, and when the user
+        mentions past work. `query`: what you need, in words likely to appear in the note.
+        `k`: hits wanted (1-20, default 5). `tags`: only notes with all these tags. `kind`: only
+        this kind (decision, correction, knowledge, ...). `history`: also return superseded
+        versions (marked current: false, with superseded_by).
+
+        Returns {"hits": [...]} best first; each hit has `file` and `lines` (open the file at
+        those lines for the full text), `heading`, `current`, `topic`, `tags`, `kind`, `date`,
+        `snippet` (matched words in **bold**) and `section` (the matching part of the note,
+        clipped). The answer stays within a token budget; `note` says if hits were left out.
+        """
+        return call(lambda b: agent.recall(b, settings, query, k, tags, kind, history))
+
+    @server.tool()
+    def remember(topic: str, text: str, tags: list[str] | None = None, kind: str | None = None,
+                 importance: float | None = None) -> dict[str, Any]:
+        """Save a fact for future sessions as a new Markdown note in the project's memory folder.
+
+        Use it for decisions, corrections from the user, conventions and lessons that a later
+        session should know. One fact per note, a few sentences. `topic`: a short stable name
+        for the fact ("deploy procedure"); a note on an existing topic replaces the old version
+        as the current one. `tags`: a few keywords. `kind`: decision, correction, knowledge,
+        insight, ... `importance`: 0..1 (default 0.5).
+
+        Returns the new note's `path` and `file`, and `superseded`: the older notes it replaced.
+        It is searchable with `recall` immediately.
+        """
+        return call(lambda b: {k: v for k, v in b.request({
+            "op": "remember", "topic": topic, "text": text, "tags": tags or [], "kind": kind,
+            "importance": importance, "cwd": os.getcwd()}).items() if k != "ok"})
+
+    @server.tool()
+    def forget(path: str | None = None, topic: str | None = None) -> dict[str, Any]:
+        """Retire a note that is wrong or obsolete, so that it stops being returned as current.
+
+        Give `path` (a note's file path, as `recall` returned it) or `topic` (retires every note
+        of that topic). The file is not changed or deleted; the user can undo this with
+        `vaultmem forget --restore PATH`. Prefer `remember` with the same topic when the fact
+        changed rather than vanished: the new note then replaces the old one.
+
+        Returns the retired notes.
+        """
+        return call(lambda b: {k: v for k, v in b.request({
+            "op": "forget", "action": "retire", "path": path, "topic": topic, "cwd": os.getcwd()}).items()
+            if k != "ok"})
+
+    @server.tool()
+    def feedback(path: str, useful: bool, task: str | None = None) -> dict[str, Any]:
+        """Tell vaultmem whether a recalled note helped; it ranks helpful notes higher next time.
+
+        `path`: the note's file as `recall` returned it. `useful`: true if it helped, false if it
+        was irrelevant or misleading. `task`: an id for the task at hand (optional).
+
+        Returns the note's new feedback weight (0..1, 0.5 is neutral).
+        """
+        return call(lambda b: {k: v for k, v in b.request({
+            "op": "feedback", "path": path, "useful": bool(useful), "task": task, "cwd": os.getcwd()}).items()
+            if k != "ok"})
+
+    @server.tool()
+    def inventory() -> dict[str, Any]:
+        """Check the memory for problems: topics with several current notes, stale or never used
+        notes, notes without topic or tags, broken `supersedes`, files out of sync with the index,
+        near-duplicates, likely secrets. Use it when asked to tidy up the memory.
+
+        Returns `counts` per section, `clean`, and the first few findings of each section.
+        """
+        def run(b: Backend) -> dict[str, Any]:
+            report = b.request({"op": "inventory"})
+            shown = {s: items[:INVENTORY_ITEMS] for s, items in report["findings"].items() if items}
+            return {"clean": report["clean"], "counts": report["counts"], "findings": shown,
+                    "note": f"at most {INVENTORY_ITEMS} findings per section; `vaultmem inventory --all` lists all"}
+        return call(run)
+
+    @server.tool()
+    def status() -> dict[str, Any]:
+        """What the memory holds: vaults, number of notes and current notes, whether the daemon
+        is running and up to date. Use it when recall returns nothing you expected."""
+        def run(b: Backend) -> dict[str, Any]:
+            st = b.request({"op": "status"})
+            keep = ("vaults", "notes", "current", "chunks", "skipped", "pending", "embedder", "ready", "generation")
+            return {k: st[k] for k in keep if k in st} | {"daemon": b.via_daemon}
+        return call(run)
+
+    return server
+
+
+def run(settings: Settings, socket: str | None = None, explicit_state_dir: bool = False) -> int:
+    build(settings, socket, explicit_state_dir).run("stdio")
+    return 0
