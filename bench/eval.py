@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from vaultmem.config import resolve  # noqa: E402
 from vaultmem.index import VaultIndex  # noqa: E402
 from vaultmem.search import Query, Searcher  # noqa: E402
+from vaultmem.usage import Usage  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval"
 SETS = {
@@ -48,6 +49,7 @@ def open_index(name: str, args) -> VaultIndex:
         "fusion": args.fusion, "rrf_k": args.rrf_k, "text_weight": args.text_weight,
         "vector_weight": args.vector_weight, "entity_weight": args.entity_weight,
         "importance_weight": args.importance_weight, "candidates": args.candidates,
+        "half_life_days": args.half_life,
     }.items() if v is not None}
     index = {"include": ["**/*.md"]}
     if args.chunk_chars:
@@ -69,7 +71,8 @@ def load_queries(name: str) -> list[dict]:
 
 def recall_set(name: str, args) -> dict:
     idx = open_index(name, args)
-    searcher = Searcher(idx)
+    usage = Usage(idx.state_dir)  # as users run it: feedback read, retrievals recorded
+    searcher = Searcher(idx, usage)
     queries = load_queries(name)
     if args.limit:
         queries = queries[: args.limit]
@@ -103,6 +106,7 @@ def recall_set(name: str, args) -> dict:
         ranks.append(rank)
         per_cat[q.get("category", "all")].append(rank)
     idx.close()
+    usage.close()
 
     def stats(rs):
         n = len(rs)
@@ -133,6 +137,7 @@ def main() -> None:
     ap.add_argument("--entity-weight", type=float)
     ap.add_argument("--importance-weight", type=float)
     ap.add_argument("--candidates", type=int)
+    ap.add_argument("--half-life", type=float, help="time decay in days (default: off)")
     ap.add_argument("--chunk-chars", type=int)
     ap.add_argument("--dtype", default="float16", choices=["float16", "float32"], help="stored vector type")
     ap.add_argument("--limit", type=int, help="only the first N queries of each set")
