@@ -120,6 +120,17 @@ class Catalog:
         with self.db:
             self.db.executemany("INSERT OR IGNORE INTO pending VALUES (?)", [(k,) for k in keys])
 
+    def size(self) -> int:
+        """Rows in the notes table (indexed and skipped)."""
+        return self.db.execute("SELECT COUNT(*) FROM notes").fetchone()[0]
+
+    def clear(self) -> None:
+        """Forget every note (the vault list and meta stay)."""
+        with self.db:
+            self.db.execute("DELETE FROM chunks")
+            self.db.execute("DELETE FROM notes")
+            self.db.execute("DELETE FROM pending")
+
     def touch(self, key: str, size: int, mtime_ns: int) -> None:
         self.db.execute("UPDATE notes SET size=?, mtime_ns=? WHERE key=?", (size, mtime_ns, key))
 
@@ -259,6 +270,21 @@ class Catalog:
 
     def notes(self, keys: Iterable[str]) -> dict[str, sqlite3.Row]:
         return self._rows("notes", "key", keys)
+
+    def all_notes(self) -> list[sqlite3.Row]:
+        """Every indexed (not skipped) note, by key."""
+        return self.db.execute("SELECT * FROM notes WHERE status='ok' ORDER BY key").fetchall()
+
+    def topic_notes(self, topic: str, vault: str | None = None, current_only: bool = False) -> list[str]:
+        """Keys of the notes on a topic (compared as chains compare topics), by key."""
+        sql = "SELECT key FROM notes WHERE status='ok' AND topic_key=?"
+        args: list[Any] = [topic_key(topic)]
+        if vault:
+            sql += " AND vault=?"
+            args.append(vault)
+        if current_only:
+            sql += " AND superseded_by IS NULL"
+        return [r[0] for r in self.db.execute(sql + " ORDER BY key", args)]
 
     def chunks(self, ids: Iterable[str]) -> dict[str, sqlite3.Row]:
         return self._rows("chunks", "id", ids)

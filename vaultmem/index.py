@@ -213,7 +213,7 @@ class VaultIndex:
         gone = sorted(k for k in set(known) | (redo - set(scanned)) if k not in scanned)
         report.unchanged += len(scanned) - len(todo)
         touched = {s.key for s in todo} | set(gone)
-        total = self.catalog.db.execute("SELECT COUNT(*) FROM notes").fetchone()[0]
+        total = self.catalog.size()
         partial = not full and len(touched) < 1000 and total > len(touched) * 4  # else a full pass is cheaper
         before = self.catalog.affected(touched) if partial and touched else (set(), set())
         batch = max(1, self.settings.index.batch_files)
@@ -312,10 +312,7 @@ class VaultIndex:
         for sub in ("tantivy", "lance"):
             shutil.rmtree(self.state_dir / sub, ignore_errors=True)
         self.fulltext = FullText(self.state_dir / "tantivy")
-        with self.catalog.db:
-            self.catalog.db.execute("DELETE FROM chunks")
-            self.catalog.db.execute("DELETE FROM notes")
-            self.catalog.db.execute("DELETE FROM pending")
+        self.catalog.clear()
 
     def status(self) -> dict:
         counts = self.catalog.counts()

@@ -47,7 +47,7 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
     unretrieved_days = float(opts.get("unretrieved_days") or cfg.unretrieved_days)
     now = time.time()
     cat = idx.catalog
-    rows = cat.db.execute("SELECT * FROM notes WHERE status='ok' ORDER BY key").fetchall()
+    rows = cat.all_notes()
     retired = usage.retired()
     current = [r for r in rows if r["superseded_by"] is None and r["key"] not in retired]
     found: dict[str, list[dict]] = {s: [] for s in SECTIONS}

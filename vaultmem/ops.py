@@ -22,7 +22,6 @@ from .index import VaultIndex
 from .query import build_query
 from .scan import is_note_path
 from .search import Searcher
-from .supersession import topic_key
 from .usage import Usage
 
 T = TypeVar("T")
@@ -141,10 +140,7 @@ def remember(ctx: Context, req: dict) -> dict:
         cfg = ctx.settings.index
         if not is_note_path(probe, cfg.include, cfg.exclude):
             raise UsageError(f"notes written to {subdir}/ would not be indexed (see [index] include)")
-        tk = topic_key(topic)
-        before = [r[0] for r in idx.catalog.db.execute(
-            "SELECT key FROM notes WHERE vault=? AND topic_key=? AND status='ok' AND superseded_by IS NULL",
-            (vault.name, tk))]
+        before = idx.catalog.topic_notes(topic, vault.name, current_only=True)
         stamp = time.strftime("%Y-%m-%d")
         path = writing.write_new(vault.root / rel_dir, f"{writing.slug(topic)}-{stamp}", body)
         rel = path.relative_to(vault.root).as_posix()
@@ -169,14 +165,8 @@ def _targets(idx: VaultIndex, req: dict) -> list[str]:
     if req.get("path"):
         paths = req["path"] if isinstance(req["path"], list) else [req["path"]]
         return [resolve_note(idx, p, req.get("cwd")) for p in paths]
-    vaults = [vault_for(idx.vaults(), req["vault"], None).name] if req.get("vault") else None
-    tk = topic_key(str(req["topic"]))
-    sql = "SELECT key FROM notes WHERE status='ok' AND topic_key=?"
-    args: list[Any] = [tk]
-    if vaults:
-        sql += " AND vault=?"
-        args += vaults
-    keys = [r[0] for r in idx.catalog.db.execute(sql + " ORDER BY key", args)]
+    vault = vault_for(idx.vaults(), req["vault"], None).name if req.get("vault") else None
+    keys = idx.catalog.topic_notes(str(req["topic"]), vault)
     if not keys:
         raise UsageError(f"no note has the topic {req['topic']!r}")
     return keys
@@ -239,7 +229,7 @@ def stats(ctx: Context, req: dict) -> dict:
         if req.get("paths"):
             keys = [resolve_note(idx, p, req.get("cwd")) for p in req["paths"]]
         else:
-            keys = [r[0] for r in idx.catalog.db.execute("SELECT key FROM notes WHERE status='ok' ORDER BY key")]
+            keys = [r["key"] for r in idx.catalog.all_notes()]
         return keys, idx.catalog.notes(keys)
     keys, rows = ctx.read(run)
     got = ctx.usage.retrievals(keys)
