@@ -49,7 +49,7 @@ def open_index(name: str, args) -> VaultIndex:
         "fusion": args.fusion, "rrf_k": args.rrf_k, "text_weight": args.text_weight,
         "vector_weight": args.vector_weight, "entity_weight": args.entity_weight,
         "importance_weight": args.importance_weight, "candidates": args.candidates,
-        "half_life_days": args.half_life,
+        "half_life_days": args.half_life, "date_weight": args.date_weight,
     }.items() if v is not None}
     index = {"include": ["**/*.md"]}
     if args.chunk_chars:
@@ -138,6 +138,7 @@ def main() -> None:
     ap.add_argument("--importance-weight", type=float)
     ap.add_argument("--candidates", type=int)
     ap.add_argument("--half-life", type=float, help="time decay in days (default: off)")
+    ap.add_argument("--date-weight", type=float)
     ap.add_argument("--chunk-chars", type=int)
     ap.add_argument("--dtype", default="float16", choices=["float16", "float32"], help="stored vector type")
     ap.add_argument("--limit", type=int, help="only the first N queries of each set")

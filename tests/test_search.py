@@ -69,7 +69,8 @@ def test_hit_points_at_the_section_lines(example):
 
 def test_explain_shows_every_factor(example):
     hit = example.query("integer cents money", explain=True, k=1)[0]
-    for factor in ("bm25", "cosine", "fused", "importance_factor", "decay", "entity_bonus"):
+    for factor in ("bm25", "cosine", "fused", "importance_factor", "feedback_factor", "decay", "entity_bonus",
+                   "date_bonus"):
         assert factor in hit.explain
     assert hit.explain["importance_factor"] == pytest.approx(1 + 0.2 * (2 * 0.9 - 1))
 

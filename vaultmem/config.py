@@ -54,6 +54,7 @@ DEFAULTS: dict[str, Any] = {
         "importance_weight": 0.2,
         "entity_weight": 0.05,
         "entity_cap": 0.15,
+        "date_weight": 0.2,
         "half_life_days": 0.0,  # 0: no time decay
         "feedback_weight": 0.2,
         "feedback_alpha": 0.3,
@@ -134,6 +135,7 @@ class SearchSettings:
     importance_weight: float
     entity_weight: float
     entity_cap: float
+    date_weight: float
     half_life_days: float
     feedback_weight: float
     feedback_alpha: float

@@ -1,12 +1,14 @@
 """Answering a query: filters -> full-text and vector candidates -> fusion -> ranking factors ->
 hits with snippets. The ranking formula lives here and its weights in config.SearchSettings:
 
-    score = fused * importance_factor * feedback_factor * decay + entity_bonus
+    score = fused * importance_factor * feedback_factor * decay + entity_bonus + date_bonus
     fused             = weighted min-max scaled text and vector scores (default), or RRF
     importance_factor = 1 + importance_weight * (2 * importance - 1)       importance in 0..1
     feedback_factor   = 1 + feedback_weight * (2 * feedback - 1)          feedback: EMA in 0..1, 0.5 unjudged
     decay             = 0.5 ** (age_days / half_life_days)                (1 when no half-life is set)
     entity_bonus      = min(entity_cap, entity_weight * sum of shared entities' specificity)
+    date_bonus        = date_weight * how well the note's date fits a date the query names
+                        ("on 25 May, 2022": 1 that day, less within a week; "in November 2022": 0.5)
 
 A note that shares an entity with the query is a candidate even with no word in common (its
 score is then the bonus alone). Results are one hit per note (its best chunk). Current notes
@@ -26,6 +28,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from . import dates
 from .index import VaultIndex
 from .notes import extract_entities
 from .query import Query
@@ -147,6 +150,7 @@ class Searcher:
         retired = self.usage.retired() if self.usage is not None else {}
         feedback = self.usage.weights(notes) if self.usage is not None and cfg.feedback_weight else {}
         now = q.as_of if q.as_of is not None else time.time()
+        named = dates.spans(q.text) if cfg.date_weight else []
         half_life = q.half_life_days if q.half_life_days is not None else cfg.half_life_days
         scored: list[tuple[float, str, dict[str, Any]]] = []
         for key, row in notes.items():
@@ -158,12 +162,15 @@ class Searcher:
                 decay = 0.5 ** (max(0.0, now - _written(row)) / 86400.0 / half_life)
             shared = ent_best[key][1] if key in ent_best else 0.0
             bonus = min(cfg.entity_cap, cfg.entity_weight * shared)
-            score = base * imp * fb * decay + bonus
             if base <= 0 and bonus <= 0:
                 continue
+            fit = dates.closeness(named, row["date_ts"]) if named else 0.0
+            dated = cfg.date_weight * fit
+            score = base * imp * fb * decay + bonus + dated
             parts.update({"fused": round(base, 6), "importance_factor": round(imp, 4),
                           "feedback_factor": round(fb, 4), "decay": round(decay, 4),
-                          "entity_match": round(shared, 4), "entity_bonus": round(bonus, 4)})
+                          "entity_match": round(shared, 4), "entity_bonus": round(bonus, 4),
+                          "date_match": round(fit, 4), "date_bonus": round(dated, 4)})
             scored.append((score, key, parts))
         scored.sort(key=lambda x: (-x[0], x[1]))
         if q.history:
