@@ -139,6 +139,35 @@ def test_socket_abuse_at_scale_keeps_every_well_formed_request_answered(daemon):
 
 
 @pytest.mark.slow
+def test_wrongly_typed_fields_of_every_op_are_usage_errors_and_write_nothing(daemon):
+    atomic_save(daemon.vault / "memory/a.md", note("alpha", "the alpha note\n"))
+    daemon.start()
+    bad = [None, 1, 2.5, True, [], {}, [1, 2], {"a": 1}, "", "\x00", ["a", None], "x\ny"]
+    fields = {
+        "query": ({"text": "alpha"}, ["text", "k", "tags", "kinds", "topic", "vaults", "path", "history", "mode",
+                                      "half_life", "as_of", "task", "section_chars"]),
+        "remember": ({"topic": None, "text": "t"}, ["text", "tags", "kind", "importance", "vault", "cwd"]),
+        "forget": ({"path": "memory/a.md", "dry_run": True}, ["path", "topic", "vault", "action", "cwd"]),
+        "feedback": ({"path": "memory/a.md", "useful": True}, ["path", "useful", "task", "cwd"]),
+        "stats": ({}, ["paths", "task", "cwd"]),
+        "inventory": ({}, ["stale_days", "unretrieved_days"]),
+    }
+    answered = 0
+    for op, (base, names) in fields.items():
+        for name in names:
+            for value in bad:
+                out = daemon.request({"op": op, **base, name: value})
+                assert out.get("code") != "internal", (op, name, value, out)
+                answered += 1
+    for value in bad:  # remember's topic: never a note from a malformed one
+        out = daemon.request({"op": "remember", "topic": value, "text": "some text"})
+        assert out["ok"] is False and out["code"] == "UsageError", (value, out)
+    assert answered == 33 * len(bad)
+    assert sorted(p.name for p in (daemon.vault / "memory").iterdir()) == ["a.md"]
+    assert daemon.request({"op": "ping"})["ok"]
+
+
+@pytest.mark.slow
 @pytest.mark.skipif(os.geteuid() != 0, reason="switching to another uid needs root")
 def test_a_connection_from_another_user_is_refused(tmp_path):
     import pwd

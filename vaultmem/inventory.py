@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from .config import Settings
+from .query import number_field
 from .index import VaultIndex
 from .scan import scan_vault
 from .supersession import path_candidates, topic_key
@@ -43,8 +44,8 @@ DAY = 86400.0
 def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = None) -> dict[str, Any]:
     opts = opts or {}
     cfg = settings.inventory
-    stale_days = float(opts.get("stale_days") or cfg.stale_days)
-    unretrieved_days = float(opts.get("unretrieved_days") or cfg.unretrieved_days)
+    stale_days = number_field(opts, "stale_days", 0.0, 1e6) or cfg.stale_days
+    unretrieved_days = number_field(opts, "unretrieved_days", 0.0, 1e6) or cfg.unretrieved_days
     now = time.time()
     cat = idx.catalog
     rows = cat.all_notes()

@@ -19,7 +19,7 @@ from . import writing
 from .config import Settings, Vault
 from .errors import UsageError, VaultmemError
 from .index import VaultIndex
-from .query import build_query
+from .query import build_query, list_field, number_field, text_field
 from .scan import is_note_path
 from .search import Searcher
 from .usage import Usage
@@ -64,9 +64,9 @@ def resolve_note(idx: VaultIndex, ref: str, cwd: str | None = None) -> str:
     """A note key from `vault:path`, an absolute or working-directory-relative file path, or a
     vault-relative path (unique across vaults)."""
     vaults = idx.vaults()
-    ref = str(ref).strip()
-    if not ref:
-        raise UsageError("no note given")
+    if not isinstance(ref, str) or "\x00" in ref or not ref.strip():
+        raise UsageError("give a note as a path (a string)")
+    ref = ref.strip()
     candidates: list[str] = []
     name, _, rest = ref.partition(":")
     if rest and any(v.name == name for v in vaults):
@@ -109,30 +109,21 @@ def query(ctx: Context, req: dict) -> dict:
 def remember(ctx: Context, req: dict) -> dict:
     """Write a new note under the vault's memory directory and index it before answering.
     Request: topic, text, tags, kind, importance, vault, cwd."""
-    topic = str(req.get("topic") or "").strip()
-    text = req.get("text")
-    if not topic:
-        raise UsageError("remember needs a topic (--topic)")
-    if not isinstance(text, str) or not text.strip():
-        raise UsageError("remember needs the note's text (an argument, or - to read stdin)")
-    if "\n" in topic or len(topic) > 200:
+    topic = (text_field(req, "topic", "remember needs a topic (--topic)", one_line=True) or "").strip()
+    text = text_field(req, "text", "remember needs the note's text (an argument, or - to read stdin)") or ""
+    if not topic or not text.strip():
+        raise UsageError("remember needs a topic and some text")
+    if len(topic) > 200:
         raise UsageError("a topic is one line of at most 200 characters")
-    tags = req.get("tags") or []
-    tags = [tags] if isinstance(tags, str) else [str(t).strip().lstrip("#") for t in tags if str(t).strip()]
-    kind = str(req["kind"]).strip().lower() if req.get("kind") else None
-    importance = req.get("importance")
-    if importance is not None:
-        try:
-            importance = float(importance)
-        except (TypeError, ValueError):
-            raise UsageError(f"importance must be a number from 0 to 1, not {importance!r}") from None
-        if not 0.0 <= importance <= 1.0:
-            raise UsageError("importance must be from 0 to 1")
+    tags = [t.strip().lstrip("#") for t in list_field(req, "tags")]
+    kind = (text_field(req, "kind", one_line=True) or "").strip().lower() or None
+    importance = number_field(req, "importance", 0.0, 1.0)
+    cwd, vault_name = text_field(req, "cwd"), text_field(req, "vault", one_line=True)
     body = writing.render(topic, text, tags=tags, kind=kind, importance=importance)
     subdir = ctx.settings.memory.dir.strip("/")
 
     def run(idx: VaultIndex) -> dict:
-        vault = vault_for(idx.vaults(), req.get("vault"), req.get("cwd"))
+        vault = vault_for(idx.vaults(), vault_name, cwd)
         rel_dir = Path(subdir)
         if rel_dir.is_absolute() or ".." in rel_dir.parts:
             raise UsageError(f"memory dir {subdir!r} must be a path inside the vault")
@@ -160,13 +151,15 @@ def remember(ctx: Context, req: dict) -> dict:
 
 
 def _targets(idx: VaultIndex, req: dict) -> list[str]:
-    if bool(req.get("path")) == bool(req.get("topic")):
+    paths, topic = list_field(req, "path"), text_field(req, "topic", one_line=True)
+    if bool(paths) == bool(topic):
         raise UsageError("forget needs a note path or a topic (one of them)")
-    if req.get("path"):
-        paths = req["path"] if isinstance(req["path"], list) else [req["path"]]
-        return [resolve_note(idx, p, req.get("cwd")) for p in paths]
-    vault = vault_for(idx.vaults(), req["vault"], None).name if req.get("vault") else None
-    keys = idx.catalog.topic_notes(str(req["topic"]), vault)
+    if paths:
+        cwd = text_field(req, "cwd")
+        return [resolve_note(idx, p, cwd) for p in paths]
+    vault_name = text_field(req, "vault", one_line=True)
+    vault = vault_for(idx.vaults(), vault_name, None).name if vault_name else None
+    keys = idx.catalog.topic_notes(topic, vault)
     if not keys:
         raise UsageError(f"no note has the topic {req['topic']!r}")
     return keys
@@ -177,14 +170,14 @@ def forget(ctx: Context, req: dict) -> dict:
     delete the files. Request: path (one or a list) or topic [+ vault]; action retire | restore
     | delete; delete needs yes=true; dry_run lists the notes without acting."""
     action = req.get("action") or "retire"
-    if action not in ("retire", "restore", "delete"):
+    if not isinstance(action, str) or action not in ("retire", "restore", "delete"):
         raise UsageError(f"forget action must be retire, restore or delete, not {action!r}")
     keys = ctx.read(lambda idx, _: _targets(idx, req))
     out: dict[str, Any] = {"ok": True, "action": action, "notes": keys}
     if req.get("dry_run"):
         return out
     if action == "retire":
-        out["changed"] = ctx.usage.retire(keys, reason=str(req.get("reason") or ""))
+        out["changed"] = ctx.usage.retire(keys, reason=text_field(req, "reason") or "")
     elif action == "restore":
         out["changed"] = ctx.usage.restore(keys)
     else:
@@ -215,9 +208,10 @@ def forget(ctx: Context, req: dict) -> dict:
 def feedback(ctx: Context, req: dict) -> dict:
     if not isinstance(req.get("useful"), bool):
         raise UsageError("feedback needs useful: true or false (--useful or --useless)")
-    key = ctx.read(lambda idx, _: resolve_note(idx, str(req.get("path") or ""), req.get("cwd")))
-    weight = ctx.usage.feedback(key, req["useful"], ctx.settings.search.feedback_alpha,
-                                str(req["task"]) if req.get("task") else None)
+    path, cwd, task = text_field(req, "path", "feedback needs the note's path"), text_field(req, "cwd"), \
+        text_field(req, "task", one_line=True)
+    key = ctx.read(lambda idx, _: resolve_note(idx, path, cwd))
+    weight = ctx.usage.feedback(key, req["useful"], ctx.settings.search.feedback_alpha, task)
     factor = 1.0 + ctx.settings.search.feedback_weight * (2.0 * weight - 1.0)
     return {"ok": True, "note": key, "feedback": round(weight, 4), "feedback_factor": round(factor, 4)}
 
@@ -225,9 +219,14 @@ def feedback(ctx: Context, req: dict) -> dict:
 def stats(ctx: Context, req: dict) -> dict:
     """Retrieval counts, feedback and retirement per note (all indexed notes, or those named),
     and, with a task, that task's attribution rows."""
+    paths, cwd = list_field(req, "paths"), text_field(req, "cwd")
+    task = req.get("task")
+    if task is not None and not isinstance(task, str):
+        raise UsageError("task must be a string")
+
     def run(idx: VaultIndex, _: Searcher) -> tuple[list[str], dict]:
-        if req.get("paths"):
-            keys = [resolve_note(idx, p, req.get("cwd")) for p in req["paths"]]
+        if paths:
+            keys = [resolve_note(idx, p, cwd) for p in paths]
         else:
             keys = [r["key"] for r in idx.catalog.all_notes()]
         return keys, idx.catalog.notes(keys)
@@ -246,8 +245,8 @@ def stats(ctx: Context, req: dict) -> dict:
     notes.sort(key=lambda n: (-n["retrieved"], n["note"]))
     out: dict[str, Any] = {"ok": True, "since": _iso(ctx.usage.started), "notes": notes,
                            "never_retrieved": sum(1 for n in notes if not n["retrieved"])}
-    if req.get("task") is not None:
-        out["attribution"] = ctx.usage.attribution(str(req["task"]) or None)
+    if task is not None:
+        out["attribution"] = ctx.usage.attribution(task or None)
     return out
 
 

@@ -1,5 +1,6 @@
-"""What a query asks for, built from options given by the CLI, a batch line or a socket
-request. Standard library only: the thin client imports this, and nothing heavy."""
+"""What a request asks for: a query built from options given by the CLI, a batch line or a
+socket request, and the checks every request field goes through (a wrong type is a UsageError,
+never a crash). Standard library only: the thin client imports this, and nothing heavy."""
 
 from __future__ import annotations
 
@@ -36,6 +37,44 @@ class Query:
 OPTIONS = ("text", "k", "tags", "tag", "any_tags", "kinds", "kind", "topic", "vaults", "vault", "path",
            "history", "mode", "explain", "half_life", "as_of", "task", "record",
            "section_chars")
+
+
+def text_field(req: dict, key: str, required: str | None = None, one_line: bool = False) -> str | None:
+    """A string field (None when absent; `required` is the error if it must be there)."""
+    value = req.get(key)
+    if value is None or value == "":
+        if required:
+            raise UsageError(required)
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"{key} must be a string, not {type(value).__name__}")
+    if "\x00" in value or (one_line and any(c in value for c in "\r\n")):
+        raise UsageError(f"{key} must be {'one line of ' if one_line else ''}text without NUL characters")
+    return value
+
+
+def list_field(req: dict, key: str) -> list[str]:
+    """A field that is one string or a list of strings."""
+    value = req.get(key)
+    if value is None or value == "" or value == []:
+        return []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(i, str) and "\x00" not in i for i in items):
+        raise UsageError(f"{key} must be a string or a list of strings")
+    return [i for i in items if i.strip()]
+
+
+def number_field(req: dict, key: str, lo: float, hi: float) -> float | None:
+    value = req.get(key)
+    if value is None or value == "":
+        return None
+    try:
+        n = float(value) if not isinstance(value, bool) else float("nan")
+    except (TypeError, ValueError):
+        n = float("nan")
+    if not lo <= n <= hi:
+        raise UsageError(f"{key} must be a number from {lo:g} to {hi:g}, not {value!r}")
+    return n
 
 
 def parse_half_life(value: Any) -> float | None:
@@ -113,7 +152,7 @@ def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
     if mode not in ("hybrid", "text", "vector"):
         raise UsageError(f"mode must be hybrid, text or vector, not {mode!r}")
     vaults = []
-    for v in _tuple(opts.get("vaults") or opts.get("vault")):
+    for v in list_field(opts, "vaults") or list_field(opts, "vault"):
         real = os.path.realpath(os.path.expanduser(v))
         names = [name for name, root in known_vaults if name == v or root == real]
         if not names:
@@ -121,6 +160,9 @@ def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
             raise UsageError(f"vault {v}: not an indexed vault (known: {known})")
         vaults.extend(names)
     topic = opts.get("topic")
+    for key in ("topic", "path", "task"):
+        if opts.get(key) is not None and not isinstance(opts[key], str):
+            raise UsageError(f"{key} must be a string")
     return Query(
         text=text, k=k, tags=_tuple(opts.get("tags") or opts.get("tag")), any_tags=bool(opts.get("any_tags")),
         kinds=_tuple(opts.get("kinds") or opts.get("kind")), topic=str(topic) if topic else None,
