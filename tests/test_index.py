@@ -126,3 +126,34 @@ def test_missing_index_is_a_clear_error(env):
     from vaultmem.errors import IndexMissingError
     with pytest.raises(IndexMissingError, match="vaultmem index"):
         VaultIndex(env.settings())
+
+
+def test_an_older_catalog_is_migrated_in_place_without_re_embedding(env):
+    import sqlite3
+
+    env.write("memory/a.md", note("alpha", "the aardvark note\n"))
+    env.write("memory/b.md", note("beta", "the bison note\n"))
+    env.sync()
+    db = sqlite3.connect(env.state / "catalog.sqlite3")  # make it look like layout 2, pipeline 3
+    db.execute("ALTER TABLE notes DROP COLUMN secrets")
+    db.execute("UPDATE meta SET v='2' WHERE k='schema'")
+    db.execute("UPDATE meta SET v='3:1500:500' WHERE k='pipeline'")
+    db.commit()
+    db.close()
+    report = env.sync()
+    assert report.updated == 2 and report.chunks_embedded == 0 and report.chunks_reused == 2
+    assert [h.path for h in env.query("aardvark", mode="text")] == ["memory/a.md"]
+
+
+def test_an_unknown_older_catalog_is_rebuilt_from_the_notes(env):
+    import sqlite3
+
+    env.write("memory/a.md", note("alpha", "the aardvark note\n"))
+    env.sync()
+    db = sqlite3.connect(env.state / "catalog.sqlite3")
+    db.execute("UPDATE meta SET v='1' WHERE k='schema'")
+    db.commit()
+    db.close()
+    report = env.sync()
+    assert report.added == 1
+    assert [h.path for h in env.query("aardvark", mode="text")] == ["memory/a.md"]

@@ -56,6 +56,9 @@ def chunk_id(note_key: str, ord_: int) -> str:
 
 
 SCHEMA_VERSION = "3"
+# Older layouts brought forward without a rebuild (a rebuild re-embeds every note). The notes
+# are re-read anyway when the pipeline version changes; vectors are reused by content hash.
+MIGRATIONS = {"2": ["ALTER TABLE notes ADD COLUMN secrets TEXT"]}
 
 
 class Catalog:
@@ -72,6 +75,10 @@ class Catalog:
         has_notes = self.db.execute(
             "SELECT COUNT(*) FROM sqlite_master WHERE type='table' AND name='notes'").fetchone()[0]
         self.was_reset = False
+        if version in MIGRATIONS and has_notes and writer:
+            for sql in MIGRATIONS[version]:  # an older layout that can be brought forward in place
+                self.db.execute(sql)
+            version = SCHEMA_VERSION
         if version != SCHEMA_VERSION and has_notes:
             if not writer:
                 raise IndexMissingError(f"the index in {path.parent} has an older layout; "
