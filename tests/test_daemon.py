@@ -352,3 +352,4 @@ def test_memory_habit_through_the_socket(daemon, tmp_path):
     daemon.wait_for(latest.exists, timeout=30)
     assert json.loads(latest.read_text())["notes"] >= 3
     assert (daemon.state / "inventory" / "latest.txt").read_text().startswith("inventory ")
+    assert daemon.request({"op": "status"})["last_inventory"].startswith("20")

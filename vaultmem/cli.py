@@ -370,6 +370,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         if st.get("last_reconcile"):
             lr = st["last_reconcile"]
             print(f"last reconcile {lr['at']} ({lr['reason']}): {lr['summary']}")
+        if st.get("last_inventory"):
+            print(f"last inventory {st['last_inventory']} (see inventory/latest.txt in the state dir)")
     print(f"state dir: {st['state_dir']}")
     for v in st["vaults"]:
         print(f"vault {v['name']}: {v['root']}")

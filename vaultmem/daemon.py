@@ -90,6 +90,10 @@ def _return_free_memory() -> None:
         libc.malloc_trim(0)
 
 
+def _iso(ts: float | None) -> str | None:
+    return dt.datetime.fromtimestamp(ts, dt.timezone.utc).isoformat(timespec="seconds") if ts else None
+
+
 # ------------------------------------------------------------------ the writer's work items
 
 
@@ -588,6 +592,7 @@ class Daemon:
             "vaults": [{"name": v.name, "root": str(v.root)} for v in self.vaults.values()],
             "embedder": ident, "dim": dim, "state_dir": str(self.settings.state_dir),
             "socket": self.socket_path, "last_reconcile": self.last_reconcile,
+            "last_inventory": _iso(inventory.last_saved(self.settings.state_dir)),
             "uptime_s": round(time.time() - self.started, 1), "skipped_files": skipped,
         }
 
