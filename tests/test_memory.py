@@ -186,6 +186,8 @@ def test_as_of_answers_with_the_notes_current_then(env):
     assert [(h["path"], h["current"]) for h in hist] == [("memory/v2.md", True), ("memory/v1.md", False)]
     bad = cli(env, "query", "database", "--as-of", "last tuesday")
     assert bad.returncode == 2 and "ISO date" in bad.stderr
+    assert paths(env, "database", "--history", "--since", "2025-01-01", "--until", "2025-12-31") == ["memory/v2.md"]
+    assert cli(env, "query", "database", "--since", "soon").returncode == 2
 
 
 # ------------------------------------------------------------------ inventory and secrets

@@ -3,6 +3,8 @@ factors, hits that point at the right lines."""
 
 import pytest
 
+from vaultmem.query import parse_moment
+
 from conftest import ROOT, Env, note
 
 
@@ -99,3 +101,16 @@ def test_changed_flag_when_file_edited_after_indexing(env):
     assert env.query("kiwi", mode="text")[0].changed is False
     p.write_text("kiwi fruit and more\n")
     assert env.query("kiwi", mode="text")[0].changed is True
+
+
+def test_date_range_filters_by_when_a_note_was_written(env):
+    env.write("memory/a.md", note("a", "the heron report\n", date="2024-01-10"))
+    env.write("memory/b.md", note("b", "the heron report\n", date="2024-03-01"))
+    env.write("memory/c.md", "the heron report, no date\n", mtime=1717200000)  # 2024-06-01 by mtime
+    env.sync()
+    since = lambda d: env.query("heron", mode="text", since=d)  # noqa: E731
+    assert sorted(h.path for h in since(parse_moment("2024-03-01", end_of_day=False))) == ["memory/b.md", "memory/c.md"]
+    assert sorted(h.path for h in env.query("heron", mode="text", until=parse_moment("2024-03-01"))) == \
+        ["memory/a.md", "memory/b.md"]
+    assert [h.path for h in env.query("heron", mode="text", since=parse_moment("2024-02-01", end_of_day=False),
+                                      until=parse_moment("2024-04-01"))] == ["memory/b.md"]

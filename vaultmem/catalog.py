@@ -253,9 +253,18 @@ class Catalog:
         return self._superseded[1]
 
     def select(self, *, vaults: list[str] | None = None, kinds: list[str] | None = None,
-               topic: str | None = None, current_only: bool = True) -> list[sqlite3.Row]:
+               since: float | None = None, until: float | None = None,
+               current_only: bool = True) -> list[sqlite3.Row]:
+        """Notes by vault, kind and written time (date, else mtime; `until` exclusive)."""
         sql = "SELECT key, tags, topic FROM notes WHERE status='ok'"
         args: list[Any] = []
+        written = "coalesce(date_ts, mtime_ns / 1e9)"
+        if since is not None:
+            sql += f" AND {written} >= ?"
+            args.append(since)
+        if until is not None:
+            sql += f" AND {written} < ?"
+            args.append(until)
         if vaults:
             sql += f" AND vault IN ({','.join('?' * len(vaults))})"
             args += vaults

@@ -50,6 +50,8 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kind", action="append", default=[], metavar="K", help="only notes of this kind (repeatable)")
     p.add_argument("--topic", metavar="X", help="only notes on this topic")
     p.add_argument("--path", metavar="GLOB", help="only notes whose vault-relative path matches, e.g. 'memory/**'")
+    p.add_argument("--since", metavar="DATE", help="only notes written on or after DATE (their date, else mtime)")
+    p.add_argument("--until", metavar="DATE", help="only notes written on or before DATE")
     p.add_argument("--history", action="store_true", help="include superseded notes (marked as such)")
     p.add_argument("--mode", choices=["hybrid", "text", "vector"], help="ranking: hybrid (default), text or vector")
     p.add_argument("--half-life", metavar="DAYS", help="time decay: a note this old counts half (e.g. 90 or 90d)")
@@ -278,7 +280,8 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     parse_half_life(args.half_life)  # a bad flag is a usage error before anything is opened
-    parse_moment(args.as_of)
+    for moment in (args.as_of, args.since, args.until):
+        parse_moment(moment)
     if args.k is not None and args.k < 1:
         raise UsageError("-k must be at least 1")
     if args.batch and args.text:
@@ -287,7 +290,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise UsageError("nothing to search for: give query text (or --batch FILE)")
     opts = {"k": args.k, "tags": args.tag, "any_tags": args.any_tag, "kinds": args.kind, "topic": args.topic,
             "vaults": args.vault, "path": args.path, "history": args.history, "mode": args.mode,
-            "explain": args.explain, "half_life": args.half_life, "as_of": args.as_of, "task": args.task}
+            "explain": args.explain, "half_life": args.half_life, "as_of": args.as_of, "task": args.task,
+            "since": args.since, "until": args.until}
     opts = {k: v for k, v in opts.items() if v not in (None, [], False)}
     backend = _backend(args, settings)
     try:

@@ -30,13 +30,15 @@ class Query:
     task: str | None = None  # attributes the hits to this task in the usage records
     record: bool = True  # count the hits as retrieved
     section_chars: int = 0  # > 0: each hit carries its matching section, clipped to this
+    since: float | None = None  # only notes written (date, else mtime) at or after this
+    until: float | None = None  # ...and before this
 
 
 
 # option names accepted in a request, with their aliases
 OPTIONS = ("text", "k", "tags", "tag", "any_tags", "kinds", "kind", "topic", "vaults", "vault", "path",
            "history", "mode", "explain", "half_life", "as_of", "task", "record",
-           "section_chars")
+           "section_chars", "since", "until")
 
 
 def text_field(req: dict, key: str, required: str | None = None, one_line: bool = False) -> str | None:
@@ -96,9 +98,10 @@ def parse_half_life(value: Any) -> float | None:
     return days
 
 
-def parse_moment(value: Any) -> float | None:
-    """An ISO date or datetime as seconds since the epoch, for `--as-of`. A date alone means
-    the end of that day (notes dated that day count); naive values are UTC, as note dates are."""
+def parse_moment(value: Any, end_of_day: bool = True) -> float | None:
+    """An ISO date or datetime as seconds since the epoch, for `--as-of`, `--since` and
+    `--until`. A date alone means the end of that day (notes dated that day count), or its start
+    with `end_of_day=False`; naive values are UTC, as note dates are."""
     if value is None or value == "":
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -109,7 +112,7 @@ def parse_moment(value: Any) -> float | None:
     try:
         if len(s) == 10:
             day = dt.date.fromisoformat(s)
-            moment = dt.datetime(day.year, day.month, day.day) + dt.timedelta(days=1)
+            moment = dt.datetime(day.year, day.month, day.day) + dt.timedelta(days=int(end_of_day))
         else:
             moment = dt.datetime.fromisoformat(s)
     except ValueError:
@@ -171,4 +174,5 @@ def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
         as_of=parse_moment(opts.get("as_of")), task=str(opts["task"]) if opts.get("task") else None,
         record=opts.get("record", True) is not False,
         section_chars=_int(opts.get("section_chars") or 0, "section_chars", 0, 100_000),
+        since=parse_moment(opts.get("since"), end_of_day=False), until=parse_moment(opts.get("until")),
     )

@@ -91,7 +91,8 @@ class Searcher:
         """(allow, deny, state) for the engines: allow None means every note; `state` maps each
         note to what superseded it at `q.as_of` (None when the query is about now)."""
         cat = self.index.catalog
-        filtered = bool(q.tags or q.kinds or q.topic or q.vaults or q.path_glob)
+        filtered = bool(q.tags or q.kinds or q.topic or q.vaults or q.path_glob or q.since is not None
+                        or q.until is not None)
         state = None
         if q.as_of is not None:
             state = cat.supersession_at(q.as_of)
@@ -102,7 +103,7 @@ class Searcher:
                 return live, None, state
             return None, (set() if q.history else self._not_current()), None
         rows = cat.select(vaults=list(q.vaults) or None, kinds=[k.lower() for k in q.kinds] or None,
-                          current_only=not q.history and state is None)
+                          since=q.since, until=q.until, current_only=not q.history and state is None)
         want_tags = {normalize(t.lstrip("#")) for t in q.tags}
         want_topic = topic_key(q.topic) if q.topic else None
         allow = set()
