@@ -114,3 +114,17 @@ def test_date_range_filters_by_when_a_note_was_written(env):
         ["memory/a.md", "memory/b.md"]
     assert [h.path for h in env.query("heron", mode="text", since=parse_moment("2024-02-01", end_of_day=False),
                                       until=parse_moment("2024-04-01"))] == ["memory/b.md"]
+
+
+def test_other_frontmatter_keys_are_shown_and_filter(env):
+    env.write("memory/a.md", note("a", "the lynx plan\n", status="draft", owners="[ana, bo]"))
+    env.write("memory/b.md", note("b", "the lynx plan, final\n", status="Final"))
+    env.sync()
+    hits = {h.path: h for h in env.query("lynx", mode="text")}
+    assert hits["memory/a.md"].extra == {"status": "draft", "owners": ["ana", "bo"]}
+    assert "topic" not in hits["memory/b.md"].extra
+    where = lambda *w: [h.path for h in env.query("lynx", mode="text", where=w)]  # noqa: E731
+    assert where(("status", "final")) == ["memory/b.md"]
+    assert where(("owners", "bo")) == ["memory/a.md"]
+    assert where(("status", "draft"), ("owners", "zed")) == []
+    assert where(("nokey", "x")) == []

@@ -256,7 +256,7 @@ class Catalog:
                since: float | None = None, until: float | None = None,
                current_only: bool = True) -> list[sqlite3.Row]:
         """Notes by vault, kind and written time (date, else mtime; `until` exclusive)."""
-        sql = "SELECT key, tags, topic FROM notes WHERE status='ok'"
+        sql = "SELECT key, tags, topic, meta FROM notes WHERE status='ok'"
         args: list[Any] = []
         written = "coalesce(date_ts, mtime_ns / 1e9)"
         if since is not None:

@@ -52,6 +52,8 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--path", metavar="GLOB", help="only notes whose vault-relative path matches, e.g. 'memory/**'")
     p.add_argument("--since", metavar="DATE", help="only notes written on or after DATE (their date, else mtime)")
     p.add_argument("--until", metavar="DATE", help="only notes written on or before DATE")
+    p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
+                   help="only notes whose frontmatter KEY has VALUE (any key, e.g. status=draft; repeatable)")
     p.add_argument("--history", action="store_true", help="include superseded notes (marked as such)")
     p.add_argument("--mode", choices=["hybrid", "text", "vector"], help="ranking: hybrid (default), text or vector")
     p.add_argument("--half-life", metavar="DAYS", help="time decay: a note this old counts half (e.g. 90 or 90d)")
@@ -291,7 +293,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     opts = {"k": args.k, "tags": args.tag, "any_tags": args.any_tag, "kinds": args.kind, "topic": args.topic,
             "vaults": args.vault, "path": args.path, "history": args.history, "mode": args.mode,
             "explain": args.explain, "half_life": args.half_life, "as_of": args.as_of, "task": args.task,
-            "since": args.since, "until": args.until}
+            "since": args.since, "until": args.until, "where": args.where}
     opts = {k: v for k, v in opts.items() if v not in (None, [], False)}
     backend = _backend(args, settings)
     try:
@@ -348,6 +350,7 @@ def _print_hits(hits: list[dict], took_ms: float) -> None:
               + f"  {h['heading']}  [{state}] score {h['score']:.4f}{changed}")
         meta = [f"topic: {h['topic']}" if h.get("topic") else "",
                 f"tags: {', '.join(h['tags'])}" if h.get("tags") else "", f"kind: {h['kind']}", h.get("date") or ""]
+        meta += [f"{k}: {_short(v)}" for k, v in (h.get("extra") or {}).items()]
         print("   " + " · ".join(m for m in meta if m))
         snippet = h["snippet"]
         if tty:
@@ -356,6 +359,11 @@ def _print_hits(hits: list[dict], took_ms: float) -> None:
         if h.get("explain"):
             print("   explain: " + ", ".join(f"{k}={v}" for k, v in h["explain"].items()))
     print(f"{len(hits)} hits in {took_ms} ms", file=sys.stderr)
+
+
+def _short(value: Any, limit: int = 40) -> str:
+    text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def cmd_status(args: argparse.Namespace) -> int:

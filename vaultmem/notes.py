@@ -69,6 +69,13 @@ def note_key(vault: str, path: str) -> str:
 PIPELINE_VERSION = 4
 
 CLAUDE_KEYS = {"name", "description", "type"}
+# Keys vaultmem interprets; every other frontmatter key is kept and shown as it is (`extra`).
+KNOWN_KEYS = {"topic", "tags", "kind", "date", "importance", "supersedes", "entities", "metadata", "id"} | CLAUDE_KEYS
+
+
+def extra_keys(meta: dict[str, Any]) -> dict[str, Any]:
+    """The frontmatter keys vaultmem does not interpret, with their values."""
+    return {k: v for k, v in meta.items() if k not in KNOWN_KEYS}
 
 
 # ---------------------------------------------------------------- decoding and frontmatter

@@ -31,6 +31,7 @@ class Query:
     record: bool = True  # count the hits as retrieved
     section_chars: int = 0  # > 0: each hit carries its matching section, clipped to this
     since: float | None = None  # only notes written (date, else mtime) at or after this
+    where: tuple[tuple[str, str], ...] = ()  # other frontmatter keys: (key, value) pairs, all must hold
     until: float | None = None  # ...and before this
 
 
@@ -38,7 +39,7 @@ class Query:
 # option names accepted in a request, with their aliases
 OPTIONS = ("text", "k", "tags", "tag", "any_tags", "kinds", "kind", "topic", "vaults", "vault", "path",
            "history", "mode", "explain", "half_life", "as_of", "task", "record",
-           "section_chars", "since", "until")
+           "section_chars", "since", "until", "where")
 
 
 def text_field(req: dict, key: str, required: str | None = None, one_line: bool = False) -> str | None:
@@ -175,4 +176,12 @@ def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
         record=opts.get("record", True) is not False,
         section_chars=_int(opts.get("section_chars") or 0, "section_chars", 0, 100_000),
         since=parse_moment(opts.get("since"), end_of_day=False), until=parse_moment(opts.get("until")),
+        where=tuple(_where(w) for w in list_field(opts, "where")),
     )
+
+
+def _where(item: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise UsageError(f"where {item!r}: write KEY=VALUE (a frontmatter key and its value)")
+    return key.strip(), value.strip()

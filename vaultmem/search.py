@@ -30,7 +30,7 @@ from typing import Any
 
 from . import dates
 from .index import VaultIndex
-from .notes import extract_entities
+from .notes import extra_keys, extract_entities
 from .query import Query
 from .scan import matches
 from .supersession import topic_key
@@ -57,6 +57,7 @@ class Hit:
     snippet: str
     preview: str
     changed: bool
+    extra: dict[str, Any] = field(default_factory=dict)  # frontmatter keys vaultmem does not interpret
     explain: dict[str, Any] | None = field(default=None)
     section: str | None = field(default=None)  # the matching chunk's text, when asked for
 
@@ -92,7 +93,7 @@ class Searcher:
         note to what superseded it at `q.as_of` (None when the query is about now)."""
         cat = self.index.catalog
         filtered = bool(q.tags or q.kinds or q.topic or q.vaults or q.path_glob or q.since is not None
-                        or q.until is not None)
+                        or q.until is not None or q.where)
         state = None
         if q.as_of is not None:
             state = cat.supersession_at(q.as_of)
@@ -115,6 +116,8 @@ class Searcher:
             if want_topic is not None and topic_key(r["topic"]) != want_topic:
                 continue
             if q.path_glob and not matches(r["key"].split(":", 1)[1], (q.path_glob,)):
+                continue
+            if q.where and not _meta_matches(json.loads(r["meta"] or "{}"), q.where):
                 continue
             allow.add(r["key"])
         if state is not None:
@@ -203,6 +206,7 @@ class Searcher:
                 snippet=make_snippet(text, terms, cfg.snippet_chars),
                 preview=row["preview"] or "",
                 changed=_changed(vault_roots.get(row["vault"]), row),
+                extra=extra_keys(json.loads(row["meta"] or "{}")),
                 explain=parts if q.explain else None,
                 section=_clip(text, q.section_chars) if q.section_chars else None,
             ))
@@ -298,6 +302,17 @@ def _written(row) -> float:
 
 def _retired_by(retired: dict[str, float], key: str, as_of: float | None) -> bool:
     return key in retired and (as_of is None or retired[key] < as_of)
+
+
+def _meta_matches(meta: dict[str, Any], where: tuple[tuple[str, str], ...]) -> bool:
+    """Every (key, value) holds: the frontmatter value equals it (case-insensitively), or, for a
+    list, contains it."""
+    for key, want in where:
+        have = meta.get(key)
+        values = have if isinstance(have, list) else [have]
+        if not any(v is not None and normalize(str(v)) == normalize(want) for v in values):
+            return False
+    return True
 
 
 def _clip(text: str, limit: int) -> str:
