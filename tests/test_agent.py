@@ -70,7 +70,7 @@ def test_mcp_remember_then_recall_through_a_real_daemon(daemon):
     assert old and old[0]["current"] is False and old[0]["superseded_by"] == saved["path"]
     assert st["daemon"] is True and st["notes"] == 2
     assert fb["feedback"] > 0.5
-    assert gone["changed"] == [f"v:{saved['path']}"]
+    assert gone == {"retired": [f"v:{saved['path']}"], "count": 1}
     assert all(h["file"] != top["file"] for h in after["hits"])
     assert "counts" in inv and inv["counts"]["secrets"] == 0
     assert bad.is_error

@@ -28,6 +28,7 @@ before. Call `remember` when you learn a fact worth keeping for the next session
 correction from the user, a gotcha. Only current versions of facts are returned unless asked."""
 
 INVENTORY_ITEMS = 5  # findings shown per section
+LIST_ITEMS = 20  # notes listed in one answer
 
 
 def build(settings: Settings, socket: str | None = None, explicit_state_dir: bool = False) -> MCPServer:
@@ -90,11 +91,15 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
         `vaultmem forget --restore PATH`. Prefer `remember` with the same topic when the fact
         changed rather than vanished: the new note then replaces the old one.
 
-        Returns the retired notes.
+        Returns the retired notes (at most 20 listed) and their count.
         """
-        return call(lambda b: {k: v for k, v in b.request({
-            "op": "forget", "action": "retire", "path": path, "topic": topic, "cwd": os.getcwd()}).items()
-            if k != "ok"})
+        def run(b: Backend) -> dict[str, Any]:
+            out = b.request({"op": "forget", "action": "retire", "path": path, "topic": topic, "cwd": os.getcwd()})
+            answer = {"retired": out["changed"][:LIST_ITEMS], "count": len(out["changed"])}
+            if len(out["changed"]) > LIST_ITEMS:
+                answer["note"] = f"{len(out['changed']) - LIST_ITEMS} more retired, not listed"
+            return answer
+        return call(run)
 
     @server.tool()
     def feedback(path: str, useful: bool, task: str | None = None) -> dict[str, Any]:
