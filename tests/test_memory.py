@@ -200,6 +200,7 @@ def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
               mtime=old)
     env.write("memory/untagged.md", note("untagged", "no tags here\n"))
     env.write("memory/notopic.md", "plain note, no frontmatter\n")
+    env.write(".claude/memory/feedback_x.md", "---\nname: x\ndescription: a Claude Code note\ntype: feedback\n---\nbody\n")
     env.write("memory/broken.md", note("broken", "retires a ghost\n", tags="misc", supersedes="ghost-topic"))
     dup = ("Rotate the signing keys every ninety days and log the rotation in the ops channel. "
            "Old keys stay valid for one week so that running jobs finish.\n")

@@ -7,7 +7,8 @@ Sections, each a list of findings:
 - stale: current notes not written (date or file mtime) for `stale_days`
 - never_retrieved: current notes no query has returned, known for `unretrieved_days`
 - missing_topic / missing_tags: memory notes without them (CLAUDE.md, AGENTS.md and MEMORY.md
-  files are instructions and indexes, not facts, and are left out)
+  files are instructions and indexes, not facts, and are left out; Claude Code's own notes
+  classify by `type` instead of tags and are not asked for tags)
 - broken_supersedes: `supersedes:` entries that name no topic and no note
 - out_of_sync: files the index disagrees with (not indexed, changed since, gone, interrupted)
 - unreadable: files skipped with their reason
@@ -78,7 +79,7 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
             continue
         if not r["topic"]:
             found["missing_topic"].append({"note": r["key"]})
-        if not json.loads(r["tags"] or "[]"):
+        if not json.loads(r["tags"] or "[]") and not _claude_typed(json.loads(r["meta"] or "{}")):
             found["missing_tags"].append({"note": r["key"]})
 
     topics = {(r["vault"], r["topic_key"]) for r in rows if r["topic_key"]}
@@ -106,6 +107,12 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
                        "duplicate_cosine": cfg.duplicate_cosine},
         "clean": not any(counts.values()), "counts": counts, "findings": found,
     }
+
+
+def _claude_typed(meta: dict) -> bool:
+    """Claude Code's own memory notes classify by `type` and never carry tags."""
+    nested = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+    return bool(meta.get("type") or nested.get("type"))
 
 
 def _out_of_sync(idx: VaultIndex, settings: Settings) -> list[dict]:
