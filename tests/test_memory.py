@@ -162,6 +162,7 @@ def test_feedback_moves_ranking_and_stats_record_retrievals_and_tasks(env):
     assert hits[0]["explain"]["feedback_factor"] > 1.0 == hits[1]["explain"]["feedback_factor"]
     js(cli(env, "feedback", loser, "--useless", "--json"))
 
+    paths(env, "walrus protocol handover", "--no-record")
     st = js(cli(env, "stats", "--task", "T-1", "--json"))
     by = {n["note"]: n for n in st["notes"]}
     assert by["v:memory/one.md"]["retrieved"] == 2 and by["v:memory/two.md"]["retrieved"] == 2

@@ -60,6 +60,8 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--as-of", metavar="DATE", help="answer as the vault stood then: the notes current at DATE "
                                                     "(ISO date or datetime)")
     p.add_argument("--task", metavar="ID", help="attribute these hits to a task (see `vaultmem stats --task`)")
+    p.add_argument("--no-record", action="store_true",
+                   help="do not count these hits as retrieved (for scripts and evaluations)")
     p.add_argument("--explain", action="store_true", help="show every factor of each hit's score")
 
 
@@ -295,6 +297,8 @@ def cmd_query(args: argparse.Namespace) -> int:
             "explain": args.explain, "half_life": args.half_life, "as_of": args.as_of, "task": args.task,
             "since": args.since, "until": args.until, "where": args.where}
     opts = {k: v for k, v in opts.items() if v not in (None, [], False)}
+    if args.no_record:
+        opts["record"] = False
     backend = _backend(args, settings)
     try:
         if args.batch:
