@@ -265,3 +265,44 @@ def test_usage_records_survive_a_rebuild_and_stay_out_of_the_notes(env):
     assert st["notes"][0]["useful"] == 1 and st["notes"][0]["retired"] is True
     assert (env.vault / "memory/a.md").read_bytes() == before
     assert sorted(os.listdir(env.vault / "memory")) == ["a.md"]
+
+
+def test_forget_delete_asks_on_a_terminal(env):
+    """Typed answers on a real pseudo-terminal: 'n' keeps the file, 'y' deletes it."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    env.write("memory/a.md", note("alpha", "the axolotl note\n"))
+    assert cli(env, "index", "--vault", f"v={env.vault}").returncode == 0
+    e = {**os.environ, "XDG_CONFIG_HOME": "/nonexistent-vaultmem-test",
+         "VAULTMEM_SOCKET": "/nonexistent-vaultmem-test/s.sock"}
+
+    def run(answer: str) -> tuple[int, str]:
+        master, slave = pty.openpty()
+        proc = subprocess.Popen([sys.executable, "-m", "vaultmem.cli", "forget", "--delete", "memory/a.md",
+                                 "--state-dir", str(env.state)], stdin=slave, stdout=slave, stderr=slave,
+                                env=e, cwd=ROOT)
+        os.close(slave)
+        out = b""
+        while b"[y/N]" not in out:
+            out += os.read(master, 4096)
+        os.write(master, answer.encode() + b"\n")
+        rc = proc.wait(timeout=120)
+        try:
+            while chunk := os.read(master, 4096):
+                out += chunk
+        except OSError:  # the terminal closed with the process
+            pass
+        os.close(master)
+        return rc, out.decode(errors="replace")
+
+    rc, out = run("n")
+    assert rc == 1 and "v:memory/a.md" in out and "nothing deleted" in out
+    assert (env.vault / "memory/a.md").exists()
+    rc, out = run("y")
+    assert rc == 0 and "deleted v:memory/a.md" in out
+    assert not (env.vault / "memory/a.md").exists()
