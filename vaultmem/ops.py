@@ -10,6 +10,7 @@ writing.py, and only by remember and forget --delete.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from pathlib import Path
@@ -25,6 +26,7 @@ from .search import Searcher
 from .usage import Usage
 
 T = TypeVar("T")
+log = logging.getLogger("vaultmem.ops")
 
 
 class Context:
@@ -140,8 +142,10 @@ def remember(ctx: Context, req: dict) -> dict:
         rows = idx.catalog.notes(before + [key])
         if key not in rows:
             raise VaultmemError(f"wrote {path} but could not index it")
+        superseded = [k for k in before if rows.get(k) is not None and rows[k]["superseded_by"] == key]
+        log.info("remembered %s%s", key, f" (supersedes {', '.join(superseded)})" if superseded else "")
         return {"ok": True, "path": rel, "vault": vault.name, "file": str(path), "topic": topic,
-                "superseded": [_path_of(k) for k in before if rows.get(k) is not None and rows[k]["superseded_by"] == key],
+                "superseded": [_path_of(k) for k in superseded],
                 "current": rows[key]["superseded_by"] is None,
                 "superseded_by": _path_of(rows[key]["superseded_by"]) if rows[key]["superseded_by"] else None}
     return ctx.write(run)
@@ -199,6 +203,9 @@ def forget(ctx: Context, req: dict) -> dict:
             return keys
         out["changed"] = ctx.write(run)
         ctx.usage.restore(keys)
+    if out["changed"]:
+        log.info("%s %s", {"retire": "retired", "restore": "restored", "delete": "deleted"}[action],
+                 ", ".join(out["changed"]))
     return out
 
 
@@ -212,6 +219,7 @@ def feedback(ctx: Context, req: dict) -> dict:
         text_field(req, "task", one_line=True)
     key = ctx.read(lambda idx, _: resolve_note(idx, path, cwd))
     weight = ctx.usage.feedback(key, req["useful"], ctx.settings.search.feedback_alpha, task)
+    log.info("feedback on %s: %s (weight now %.3f)", key, "useful" if req["useful"] else "useless", weight)
     factor = 1.0 + ctx.settings.search.feedback_weight * (2.0 * weight - 1.0)
     return {"ok": True, "note": key, "feedback": round(weight, 4), "feedback_factor": round(factor, 4)}
 
