@@ -7,6 +7,8 @@
 - a fresh `vaultmem query` process end to end (median, p95);
 - restart on the unchanged vault: start to ready;
 - daemon RSS;
+- remember (searchable when it answers), feedback, retire, --as-of queries, the inventory and the
+  session-start hook, through the socket;
 - warm query latency after --churn single-note edits, against the freshly built index.
 
     python bench/daemon_bench.py [--notes 10000] [--edits 50] [--churn 2000] [--out bench/out/d10k]
@@ -112,6 +114,58 @@ def warm_queries(client: Client, queries: list[str]) -> list[float]:
     return lat
 
 
+def memory_habit(sock: Path, queries: list[str], n: int = 20) -> None:
+    """remember (searchable when it answers), feedback, retire, --as-of, inventory and the
+    session-start hook, through the socket; the notes written are deleted again at the end."""
+    topics = ["bench deploy", "벤치 배포", "ベンチ配備"]
+    lat: dict[str, list[float]] = {k: [] for k in ("remember", "feedback", "retire", "as_of", "delete")}
+    written: list[str] = []
+    try:
+        _memory_habit(sock, queries, n, topics, lat, written)
+    finally:  # the bench vault must keep exactly --notes notes
+        if written:
+            call(str(sock), {"op": "forget", "path": written, "action": "delete", "yes": True})
+
+
+def _memory_habit(sock: Path, queries: list[str], n: int, topics: list[str], lat: dict, written: list) -> None:
+    with Client(str(sock)) as c:
+        def timed(kind: str, req: dict) -> dict:
+            t = time.perf_counter()
+            out = c.request(req)
+            lat[kind].append((time.perf_counter() - t) * 1000)
+            assert out.get("ok"), out
+            return out
+        for i in range(n):
+            token = f"rmb{os.getpid()}x{i}"
+            out = timed("remember", {"op": "remember", "topic": topics[i % 3], "text": f"{token} is the word {i}"})
+            written.append(out["path"])
+            assert c.request({"op": "query", "text": token, "mode": "text", "k": 1})["hits"], "not searchable"
+        for p in written:
+            timed("feedback", {"op": "feedback", "path": p, "useful": True})
+        for p in written[:5]:
+            timed("retire", {"op": "forget", "path": p})
+        for q in queries[:20]:
+            timed("as_of", {"op": "query", "text": q, "as_of": "2025-06-01", "record": False})
+        t = time.perf_counter()
+        inv = c.request({"op": "inventory"})
+        inventory_ms = (time.perf_counter() - t) * 1000
+        hook = []
+        exe = str(Path(sys.executable).parent / "vaultmem")
+        for _ in range(5):
+            t = time.perf_counter()
+            subprocess.run([exe, "hook", "session-start", "--socket", str(sock), "--cwd", str(ROOT)],
+                           capture_output=True, check=False)
+            hook.append((time.perf_counter() - t) * 1000)
+        deleted = timed("delete", {"op": "forget", "path": written, "action": "delete", "yes": True})["changed"]
+        written.clear()
+    print(f"remember via socket, searchable on return: {fmt(lat['remember'])}")
+    print(f"feedback: {fmt(lat['feedback'])}; retire: {fmt(lat['retire'])}")
+    print(f"--as-of query: {fmt(lat['as_of'])}")
+    print(f"inventory via socket: {inventory_ms:.0f} ms ({sum(inv['counts'].values())} findings)")
+    print(f"hook session-start, fresh process through the daemon: {fmt(hook)}")
+    print(f"forget --delete of {len(deleted)} notes: {lat['delete'][0]:.0f} ms")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--notes", type=int, default=10000)
@@ -129,6 +183,14 @@ def main() -> None:
             (vault / "memory" / f"n{i:05d}.md").write_text(make_note(rng, i), encoding="utf-8")
         print(f"generated {args.notes} notes in {vault}")
     d = Daemon(vault, state, sock, out / "daemon.log")
+    try:
+        run(d, args, vault, state, sock, rng)
+    finally:  # never leave a daemon behind, even when a step fails
+        if d.proc.poll() is None:
+            d.stop()
+
+
+def run(d: "Daemon", args: argparse.Namespace, vault: Path, state: Path, sock: Path, rng: random.Random) -> None:
     took = d.start()
     st = call(str(sock), {"op": "status"})
     print(f"first start (index or reconcile): {took:.1f}s; {st['notes']} notes, {st['chunks']} chunks")
@@ -173,6 +235,8 @@ def main() -> None:
                 time.sleep(0.001)
             edit_lat.append((time.perf_counter() - t) * 1000)
     print(f"edit to searchable: {fmt(edit_lat)}")
+
+    memory_habit(sock, queries)
 
     d.stop()
     restart = d.start()

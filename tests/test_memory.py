@@ -306,3 +306,18 @@ def test_forget_delete_asks_on_a_terminal(env):
     rc, out = run("y")
     assert rc == 0 and "deleted v:memory/a.md" in out
     assert not (env.vault / "memory/a.md").exists()
+
+
+def test_remembering_one_topic_twice_in_a_second_keeps_the_newest_current(env):
+    from vaultmem import ops
+
+    env.write("memory/seed.md", note("seed", "seed\n"))
+    env.sync()
+    ctx = ops.LocalContext(env.settings())
+    try:
+        outs = [ops.remember(ctx, {"topic": "rapid fire", "text": f"version {i} of the fact"}) for i in range(4)]
+    finally:
+        ctx.close()
+    assert all(o["current"] for o in outs), outs
+    assert [o["superseded"] for o in outs[1:]] == [[outs[0]["path"]], [outs[1]["path"]], [outs[2]["path"]]]
+    assert paths(env, "fact") == [outs[-1]["path"]]

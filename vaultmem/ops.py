@@ -10,7 +10,9 @@ writing.py, and only by remember and forget --delete.
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -121,7 +123,6 @@ def remember(ctx: Context, req: dict) -> dict:
     kind = (text_field(req, "kind", one_line=True) or "").strip().lower() or None
     importance = number_field(req, "importance", 0.0, 1.0)
     cwd, vault_name = text_field(req, "cwd"), text_field(req, "vault", one_line=True)
-    body = writing.render(topic, text, tags=tags, kind=kind, importance=importance)
     subdir = ctx.settings.memory.dir.strip("/")
 
     def run(idx: VaultIndex) -> dict:
@@ -134,8 +135,17 @@ def remember(ctx: Context, req: dict) -> dict:
         if not is_note_path(probe, cfg.include, cfg.exclude):
             raise UsageError(f"notes written to {subdir}/ would not be indexed (see [index] include)")
         before = idx.catalog.topic_notes(topic, vault.name, current_only=True)
-        stamp = time.strftime("%Y-%m-%d")
-        path = writing.write_new(vault.root / rel_dir, f"{writing.slug(topic)}-{stamp}", body)
+        when = dt.datetime.now().astimezone().replace(microsecond=0)
+        latest = max((r["date_ts"] if r["date_ts"] is not None else (r["mtime_ns"] or 0) / 1e9
+                      for r in idx.catalog.notes(before).values()), default=None)
+        if latest is not None and when.timestamp() <= latest < when.timestamp() + 60:
+            # the current note was written this very second (or a burst of remembers ran ahead
+            # of the clock): a chain orders notes by date, so the new one is dated a second
+            # after it rather than tie with it and lose on path. A note dated further ahead is
+            # left current, and the answer says so.
+            when = dt.datetime.fromtimestamp(math.floor(latest) + 1, when.tzinfo)
+        body = writing.render(topic, text, tags=tags, kind=kind, importance=importance, when=when)
+        path = writing.write_new(vault.root / rel_dir, f"{writing.slug(topic)}-{when:%Y-%m-%d}", body)
         rel = path.relative_to(vault.root).as_posix()
         idx.update(vault, {rel})
         key = f"{vault.name}:{rel}"
