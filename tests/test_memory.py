@@ -321,3 +321,12 @@ def test_remembering_one_topic_twice_in_a_second_keeps_the_newest_current(env):
     assert all(o["current"] for o in outs), outs
     assert [o["superseded"] for o in outs[1:]] == [[outs[0]["path"]], [outs[1]["path"]], [outs[2]["path"]]]
     assert paths(env, "fact") == [outs[-1]["path"]]
+
+
+def test_remember_where_the_memory_folder_cannot_be_made_is_one_clear_error(env):
+    env.write("CLAUDE.md", "# Rules\n\nbe kind\n")
+    (env.vault / "memory").write_text("a file where the folder should be\n")
+    cli(env, "index", "--vault", f"v={env.vault}")
+    r = cli(env, "remember", "--topic", "t", "some text")
+    assert r.returncode == 2 and "cannot write a note in" in r.stderr and "Traceback" not in r.stderr
+    assert (env.vault / "memory").read_text() == "a file where the folder should be\n"

@@ -145,7 +145,10 @@ def remember(ctx: Context, req: dict) -> dict:
             # left current, and the answer says so.
             when = dt.datetime.fromtimestamp(math.floor(latest) + 1, when.tzinfo)
         body = writing.render(topic, text, tags=tags, kind=kind, importance=importance, when=when)
-        path = writing.write_new(vault.root / rel_dir, f"{writing.slug(topic)}-{when:%Y-%m-%d}", body)
+        try:
+            path = writing.write_new(vault.root / rel_dir, f"{writing.slug(topic)}-{when:%Y-%m-%d}", body)
+        except OSError as err:
+            raise VaultmemError(f"cannot write a note in {vault.root / rel_dir}: {err.strerror or err}") from None
         rel = path.relative_to(vault.root).as_posix()
         idx.update(vault, {rel})
         key = f"{vault.name}:{rel}"
@@ -207,6 +210,8 @@ def forget(ctx: Context, req: dict) -> dict:
                     writing.delete(roots[name].root / rel)
                 except FileNotFoundError:
                     pass
+                except OSError as err:
+                    raise VaultmemError(f"cannot delete {roots[name].root / rel}: {err.strerror or err}") from None
                 done.setdefault(name, set()).add(rel)
             for name, rels in done.items():
                 idx.update(roots[name], rels)
