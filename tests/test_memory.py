@@ -330,3 +330,13 @@ def test_remember_where_the_memory_folder_cannot_be_made_is_one_clear_error(env)
     r = cli(env, "remember", "--topic", "t", "some text")
     assert r.returncode == 2 and "cannot write a note in" in r.stderr and "Traceback" not in r.stderr
     assert (env.vault / "memory").read_text() == "a file where the folder should be\n"
+
+
+def test_remember_into_a_configured_vault_that_was_never_indexed(env, tmp_path):
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text(f'state_dir = "{env.state}"\n[vaults]\nmine = "{env.vault}"\n')
+    r = run_cli("remember", "--topic", "first note", "--config", str(cfg), "the very first quetzal note")
+    assert r.returncode == 0, r.stderr
+    assert "remembered mine:memory/first-note-" in r.stdout
+    out = js(run_cli("query", "quetzal", "--json", "--mode", "text", "--config", str(cfg)))
+    assert [h["vault"] for h in out["hits"]] == ["mine"]

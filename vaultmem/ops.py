@@ -126,6 +126,9 @@ def remember(ctx: Context, req: dict) -> dict:
     subdir = ctx.settings.memory.dir.strip("/")
 
     def run(idx: VaultIndex) -> dict:
+        for v in ctx.settings.vaults:  # configured but never indexed: known from now on
+            if v.name not in {k.name for k in idx.vaults()}:
+                idx.catalog.put_vault(v)
         vault = vault_for(idx.vaults(), vault_name, cwd)
         rel_dir = Path(subdir)
         if rel_dir.is_absolute() or ".." in rel_dir.parts:
