@@ -25,16 +25,16 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any
-
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from .config import Settings
 from .query import number_field
-from .index import VaultIndex
 from .scan import scan_vault
 from .supersession import path_candidates, topic_key
-from .usage import Usage
+
+if TYPE_CHECKING:  # the report's formatting is used by the thin CLI client: no engine at import
+    from .index import VaultIndex
+    from .usage import Usage
 
 INSTRUCTION_FILES = {"claude.md", "agents.md", "memory.md"}
 SECTIONS = ("multiple_current", "stale", "never_retrieved", "missing_topic", "missing_tags",
@@ -139,6 +139,8 @@ def _out_of_sync(idx: VaultIndex, settings: Settings) -> list[dict]:
 
 def _duplicates(idx: VaultIndex, keys: list[str], threshold: float) -> list[dict]:
     """Pairs of notes whose note vectors have cosine >= threshold, most similar first."""
+    import numpy as np
+
     if len(keys) < 2 or idx.vectors.count() == 0:
         return []
     have, mat = idx.vectors.note_vectors(keys)
