@@ -535,7 +535,7 @@ class Daemon:
         if not isinstance(req, dict):
             return {"ok": False, "code": "bad_request", "error": "a request is a JSON object with an 'op'"}
         op = req.get("op")
-        handler = getattr(self, f"op_{op}", None) if isinstance(op, str) else None
+        handler = self._handler(op) if isinstance(op, str) else None
         if handler is None:
             return {"ok": False, "code": "unknown_op", "error": f"unknown op {op!r}; ops: {', '.join(self.ops())}"}
         want = req.get("state_dir")
@@ -554,29 +554,20 @@ class Daemon:
         return out
 
     def ops(self) -> list[str]:
-        return sorted(n[3:] for n in dir(self) if n.startswith("op_"))
+        return sorted({n[3:] for n in dir(self) if n.startswith("op_")} | set(ops.OPS))
+
+    def _handler(self, op: str) -> Callable[[dict], dict] | None:
+        """The daemon's own ops (op_*), else the shared operations of ops.py (their requests
+        are documented there), run through this daemon's context."""
+        own = getattr(self, f"op_{op}", None)
+        if own is not None:
+            return own
+        if op in ops.OPS:
+            return lambda req: ops.OPS[op](self.ctx, req)
+        return None
 
     def op_ping(self, req: dict) -> dict:
         return {"ok": True, "version": __version__}
-
-    # the shared operations (ops.py); their requests are documented there
-    def op_query(self, req: dict) -> dict:
-        return ops.query(self.ctx, req)
-
-    def op_remember(self, req: dict) -> dict:
-        return ops.remember(self.ctx, req)
-
-    def op_forget(self, req: dict) -> dict:
-        return ops.forget(self.ctx, req)
-
-    def op_feedback(self, req: dict) -> dict:
-        return ops.feedback(self.ctx, req)
-
-    def op_stats(self, req: dict) -> dict:
-        return ops.stats(self.ctx, req)
-
-    def op_inventory(self, req: dict) -> dict:
-        return ops.inventory(self.ctx, req)
 
     def op_status(self, req: dict) -> dict:
         assert self.reader is not None
