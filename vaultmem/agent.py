@@ -218,11 +218,7 @@ def install_hook(settings_file: Path, command: str) -> bool:
     if any(h.get("command", "").endswith("hook session-start") for e in entries for h in e.get("hooks", [])):
         return False
     entries.append(hook_entry(command))
-    settings_file.parent.mkdir(parents=True, exist_ok=True)
-    tmp = settings_file.with_name(f".{settings_file.name}.vaultmem-tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(json.dumps(data, ensure_ascii=False, indent=2) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, settings_file)
+    from .writing import replace_file
+
+    replace_file(settings_file, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
     return True

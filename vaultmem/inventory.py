@@ -22,7 +22,6 @@ report files under the state directory.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -204,19 +203,14 @@ def format_report(report: dict, limit: int = 20) -> str:
 def save(report: dict, state_dir: Path, keep: int = 12) -> Path:
     """Write the report as JSON and text under state_dir/inventory/ (atomically; the newest
     `keep` are kept) and point `latest.json`/`latest.txt` at it."""
+    from .writing import replace_file
+
     folder = state_dir / "inventory"
-    folder.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    target = folder / f"inventory-{stamp}.json"
-    for name, text in ((target.name, json.dumps(report, ensure_ascii=False, indent=1)),
-                       ("latest.json", json.dumps(report, ensure_ascii=False, indent=1)),
-                       ("latest.txt", format_report(report, limit=0))):
-        tmp = folder / f".{name}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, folder / name)
+    target = folder / f"inventory-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    as_json = json.dumps(report, ensure_ascii=False, indent=1)
+    for path, text in ((target, as_json), (folder / "latest.json", as_json),
+                       (folder / "latest.txt", format_report(report, limit=0))):
+        replace_file(path, text)
     old = sorted(folder.glob("inventory-*.json"))[:-keep]
     for p in old:
         p.unlink(missing_ok=True)

@@ -1,6 +1,8 @@
-"""The only code that writes into a vault, and only when the user asks: a new note for
-`vaultmem remember`, a deleted file for `vaultmem forget --delete`. Everything else in vaultmem
-reads notes and never changes them.
+"""Writing files safely, and the only code that writes into a vault, and only when the user
+asks: a new note for `vaultmem remember`, a deleted file for `vaultmem forget --delete`.
+Everything else in vaultmem reads notes and never changes them. vaultmem's own files outside
+the index (inventory reports, the Claude Code settings entry it installs) are replaced whole
+with `replace_file`.
 
 New notes are written atomically and never over an existing file: the text goes to a temp file
 in the target directory, is fsynced, then hard-linked to its final name (which fails if the
@@ -18,8 +20,6 @@ import tempfile
 import unicodedata
 from pathlib import Path
 
-import yaml
-
 SLUG_CHARS = 60
 
 
@@ -36,6 +36,8 @@ def render(topic: str, body: str, *, tags: list[str] = (), kind: str | None = No
            importance: float | None = None, when: dt.datetime | None = None) -> str:
     """The text of a new note: YAML frontmatter (topic, date with time zone, kind, tags,
     importance) and the body, ending in a newline."""
+    import yaml  # only remember needs it; replace_file is used by light client paths
+
     when = when or dt.datetime.now().astimezone()
     head = yaml.safe_dump({"topic": topic}, allow_unicode=True, width=10_000).strip()
     lines = ["---", head, f"date: {when.replace(microsecond=0).isoformat()}"]
@@ -88,6 +90,23 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def replace_file(path: Path, text: str) -> None:
+    """Replace `path` whole with `text`, atomically: temp file beside it, fsync, rename, fsync
+    of the directory. Readers see the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".vaultmem-tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8"))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(name, path)
+    except BaseException:
+        Path(name).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
 
 
 def delete(path: Path) -> None:
