@@ -51,6 +51,12 @@ class FileState:
     status: str
 
 
+def written_at(row: sqlite3.Row | dict) -> float:
+    """When a note was written: its date, else its file's mtime (the order chains use, and the
+    same rule as `select`'s since/until)."""
+    return row["date_ts"] if row["date_ts"] is not None else (row["mtime_ns"] or 0) / 1e9
+
+
 def chunk_id(note_key: str, ord_: int) -> str:
     return f"{note_key}#{ord_}"
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from . import writing
+from .catalog import written_at
 from .config import Settings, Vault
 from .errors import UsageError, VaultmemError
 from .index import VaultIndex
@@ -139,8 +140,7 @@ def remember(ctx: Context, req: dict) -> dict:
             raise UsageError(f"notes written to {subdir}/ would not be indexed (see [index] include)")
         before = idx.catalog.topic_notes(topic, vault.name, current_only=True)
         when = dt.datetime.now().astimezone().replace(microsecond=0)
-        latest = max((r["date_ts"] if r["date_ts"] is not None else (r["mtime_ns"] or 0) / 1e9
-                      for r in idx.catalog.notes(before).values()), default=None)
+        latest = max((written_at(r) for r in idx.catalog.notes(before).values()), default=None)
         if latest is not None and when.timestamp() <= latest < when.timestamp() + 60:
             # the current note was written this very second (or a burst of remembers ran ahead
             # of the clock): a chain orders notes by date, so the new one is dated a second

@@ -2,7 +2,8 @@
 hits with snippets. The ranking formula lives here and its weights in config.SearchSettings:
 
     score = fused * importance_factor * feedback_factor * decay + entity_bonus + date_bonus
-    fused             = weighted min-max scaled text and vector scores (default), or RRF
+    fused             = weighted text and vector scores (default; BM25 over its list's best,
+                        cosine min-max over its list), or RRF
     importance_factor = 1 + importance_weight * (2 * importance - 1)       importance in 0..1
     feedback_factor   = 1 + feedback_weight * (2 * feedback - 1)          feedback: EMA in 0..1, 0.5 unjudged
     decay             = 0.5 ** (age_days / half_life_days)                (1 when no half-life is set)
@@ -29,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import dates
+from .catalog import written_at
 from .index import VaultIndex
 from .notes import extra_keys, extract_entities
 from .query import Query
@@ -163,7 +165,7 @@ class Searcher:
             fb = 1.0 + cfg.feedback_weight * (2.0 * feedback.get(key, NEUTRAL) - 1.0)
             decay = 1.0
             if half_life and half_life > 0:
-                decay = 0.5 ** (max(0.0, now - _written(row)) / 86400.0 / half_life)
+                decay = 0.5 ** (max(0.0, now - written_at(row)) / 86400.0 / half_life)
             shared = ent_best[key][1] if key in ent_best else 0.0
             bonus = min(cfg.entity_cap, cfg.entity_weight * shared)
             if base <= 0 and bonus <= 0:
@@ -274,7 +276,7 @@ def _newest_first_within_chains(scored: list, notes: dict) -> list:
 
     def recency(key: str) -> tuple:
         r = notes[key]
-        return (r["superseded_by"] is not None, -_written(r), r["path"])
+        return (r["superseded_by"] is not None, -written_at(r), r["path"])
 
     groups: dict[str, list[int]] = {}
     for i, (_, key, _) in enumerate(scored):
@@ -293,11 +295,6 @@ def _newest_first_within_chains(scored: list, notes: dict) -> list:
             ceiling = score
     out.sort(key=lambda x: (-x[0], x[1]))
     return out
-
-
-def _written(row) -> float:
-    """When a note was written: its date, else its file's mtime (as supersession orders them)."""
-    return row["date_ts"] if row["date_ts"] is not None else (row["mtime_ns"] or 0) / 1e9
 
 
 def _retired_by(retired: dict[str, float], key: str, as_of: float | None) -> bool:
