@@ -371,12 +371,7 @@ def _short(value: Any, limit: int = 40) -> str:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    backend = _backend(args)
-    try:
-        st = backend.request({"op": "status"})
-    finally:
-        backend.close()
-    st.pop("ok", None)
+    st = _run(args, {"op": "status"})
     if args.json:
         print(json.dumps(st, ensure_ascii=False))
         return 0
