@@ -80,18 +80,22 @@ def test_mcp_without_a_daemon_answers_in_process_and_says_so(tmp_path):
     vault = tmp_path / "vault"
     (vault / "memory").mkdir(parents=True)
     (vault / "memory/a.md").write_text(note("capybara", "the capybara note\n", tags="x"))
+    for i in range(25):
+        (vault / f"memory/bulk{i}.md").write_text(note("bulk", f"bulk note {i}\n"))
     assert run_cli("index", "--vault", f"v={vault}", "--state-dir", str(tmp_path / "st")).returncode == 0
 
     async def steps(client):
         hit = structured(await client.call_tool("recall", {"query": "capybara"}))
         err = await client.call_tool("forget", {"path": "memory/nope.md"})
-        return hit, err
+        bulk = structured(await client.call_tool("forget", {"topic": "bulk"}))
+        return hit, err, bulk
 
-    hit, err = mcp_session(["--state-dir", str(tmp_path / "st")],
-                           {"VAULTMEM_SOCKET": str(tmp_path / "none.sock")}, steps)
+    hit, err, bulk = mcp_session(["--state-dir", str(tmp_path / "st")],
+                                 {"VAULTMEM_SOCKET": str(tmp_path / "none.sock")}, steps)
     assert hit["hits"][0]["file"] == str(vault / "memory/a.md")
     assert "no vaultmem daemon" in hit["answered_by"]
     assert err.is_error and "no such note" in err.content[0].text
+    assert bulk["count"] == 25 and len(bulk["retired"]) == 20 and "5 more" in bulk["note"], "answers stay bounded"
 
 
 # ------------------------------------------------------------------ the session-start hook

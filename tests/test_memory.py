@@ -340,3 +340,16 @@ def test_remember_into_a_configured_vault_that_was_never_indexed(env, tmp_path):
     assert "remembered mine:memory/first-note-" in r.stdout
     out = js(run_cli("query", "quetzal", "--json", "--mode", "text", "--config", str(cfg)))
     assert [h["vault"] for h in out["hits"]] == ["mine"]
+
+
+def test_inventory_finds_a_topic_current_in_two_vaults_and_a_file_gone_from_disk(env, tmp_path):
+    other = tmp_path / "other"
+    (other / "memory").mkdir(parents=True)
+    (other / "memory/deploy.md").write_text(note("Deploy Procedure", "deploy from the other vault\n", tags="x"))
+    env.write("memory/deploy.md", note("deploy procedure", "deploy from this vault\n", tags="x"))
+    env.write("memory/gone.md", note("gone", "about to vanish\n", tags="x"))
+    assert cli(env, "index", "--vault", f"v={env.vault}", "--vault", f"o={other}").returncode == 0
+    (env.vault / "memory/gone.md").unlink()
+    f = js(cli(env, "inventory", "--json"))["findings"]
+    assert f["multiple_current"] == [{"topic": "deploy procedure", "notes": ["o:memory/deploy.md", "v:memory/deploy.md"]}]
+    assert {(i["note"], i["problem"]) for i in f["out_of_sync"]} == {("v:memory/gone.md", "indexed, gone from disk")}
