@@ -52,6 +52,17 @@ def test_nfkc_and_case_folding(cjk):
     assert paths(cjk.query("ＭＡＫＥ_ＴＥＳＴ", mode="text")) == ["memory/en.md"]
 
 
+def test_latin_words_and_numbers_inside_cjk_text_match(env):
+    # Tantivy's word tokenizer alone keeps "のGDPは" and "2013年" as single tokens
+    env.write("memory/ja.md", note("ja", "2013年のラオスのGDPは100億ドルだった。\n"))
+    env.write("memory/ko.md", note("ko", "운영서버는Nginx로배포한다\n"))
+    env.write("memory/en.md", note("en", "GDP figures for 2013 were revised twice.\n"))
+    env.sync()
+    assert set(paths(env.query("GDP", mode="text"))) == {"memory/ja.md", "memory/en.md"}
+    assert set(paths(env.query("2013", mode="text"))) == {"memory/ja.md", "memory/en.md"}
+    assert paths(env.query("nginx", mode="text")) == ["memory/ko.md"]
+
+
 def test_english_words_are_stemmed(cjk):
     assert paths(cjk.query("deployments", mode="text")) == ["memory/en.md"]
 

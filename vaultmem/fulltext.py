@@ -96,7 +96,9 @@ class FullText:
         doc = tantivy.Document()
         doc.add_text("chunk", cid)
         doc.add_text("note", note.key)
-        doc.add_text("words", text)
+        # CJK runs go to `grams` only: left in `words`, the simple tokenizer would glue the Latin
+        # words and numbers next to them into one token ("のGDPは", "2013年"), never matched
+        doc.add_text("words", CJK_RUN.sub(" ", text))
         tokens = [tantivy.Token(t.text, t.position, t.start, t.end) for t in gram_tokens(text)]
         if tokens:
             doc.add_pre_tokenized_text("grams", tantivy.PreTokenizedString(text, tokens))
