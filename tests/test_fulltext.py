@@ -63,6 +63,16 @@ def test_latin_words_and_numbers_inside_cjk_text_match(env):
     assert paths(env.query("nginx", mode="text")) == ["memory/ko.md"]
 
 
+def test_accents_are_folded(env):
+    env.write("memory/fr.md", note("fr", "Met at the café to go over her résumé.\n"))
+    env.write("memory/other.md", note("other", "Coffee at home, then the CV.\n"))
+    env.sync()
+    hits = env.query("cafe resume", mode="text")
+    assert paths(hits) == ["memory/fr.md"]
+    assert "**café**" in hits[0].snippet and "**résumé**" in hits[0].snippet
+    assert paths(env.query("CAFÉ", mode="text")) == ["memory/fr.md"]
+
+
 def test_english_words_are_stemmed(cjk):
     assert paths(cjk.query("deployments", mode="text")) == ["memory/en.md"]
 

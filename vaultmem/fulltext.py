@@ -2,7 +2,7 @@
 Tantivy is imported here and nowhere else.
 
 One document per chunk. Two text fields: `words` (Tantivy's simple tokenizer, lower case,
-English stemming) for English words and identifiers, and `grams` (CJK character bigrams with
+accents folded, English stemming) for English words and identifiers, and `grams` (CJK character bigrams with
 real positions, tokenised in Python by text.py and stored pre-tokenised) so that a phrase query
 over a string's bigrams matches exactly the chunks that contain the string. `entities` holds the
 note's entity names for the entity bonus. Queries are always built in code; user text never
@@ -48,6 +48,7 @@ def _words_analyzer() -> tantivy.TextAnalyzer:
         tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
         .filter(tantivy.Filter.remove_long(64))
         .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.ascii_fold())  # "cafe" finds "café", "resume" finds "résumé"
         .filter(tantivy.Filter.stemmer("english"))
         .build()
     )

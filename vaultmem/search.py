@@ -26,6 +26,7 @@ import json
 import os
 import re
 import time
+import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -361,14 +362,26 @@ def _changed(root, row) -> bool:
     return (st.st_size, st.st_mtime_ns) != (row["size"], row["mtime_ns"])
 
 
+def _fold(text: str) -> str:
+    """Accents dropped character by character ("é" -> "e"), so that offsets stay those of
+    `text`; as the word field folds them, "cafe" highlights "café"."""
+    if text.isascii():
+        return text
+    out = []
+    for ch in text:
+        base = unicodedata.normalize("NFD", ch)[0] if not ch.isascii() else ch
+        out.append(base if base.isascii() else ch)
+    return "".join(out)
+
+
 def make_snippet(text: str, terms: list[str], width: int) -> str:
     """The window of `text` with the most query-term matches, matches wrapped in **...**."""
     flat = re.sub(r"\s+", " ", re.sub(r"\*\*|__", "", text)).strip()
-    low = flat.lower()
+    low = _fold(flat.lower())
     spans: list[tuple[int, int]] = []
     if len(low) == len(flat):
         for term in set(terms):
-            t = term.lower()
+            t = _fold(term.lower())
             if not t:
                 continue
             if WORD.fullmatch(t):
