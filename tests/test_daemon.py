@@ -345,6 +345,11 @@ def test_memory_habit_through_the_socket(daemon, tmp_path):
     daemon.request({"op": "query", "text": "deploy", "task": "t9", "mode": "text"})
     st = daemon.request({"op": "stats", "task": "t9"})
     assert {a["note"] for a in st["attribution"]} == {"v:memory/old.md"}
+    os.rename(daemon.vault / "memory/old.md", daemon.vault / "memory/deploy-2024.md")  # a rename
+    daemon.wait_for(lambda: daemon.paths("deploy") == ["memory/deploy-2024.md"])
+    by = {n["note"]: n for n in daemon.request({"op": "stats"})["notes"]}
+    assert by["v:memory/deploy-2024.md"]["useful"] == 1 and "v:memory/old.md" not in by, \
+        "usage records follow the renamed note"
 
     inv = daemon.request({"op": "inventory"})
     assert inv["ok"] and inv["counts"]["missing_tags"] >= 1

@@ -267,6 +267,31 @@ def test_usage_records_survive_a_rebuild_and_stay_out_of_the_notes(env):
     assert sorted(os.listdir(env.vault / "memory")) == ["a.md"]
 
 
+def test_usage_records_follow_a_note_that_is_renamed_or_filed(env):
+    env.write("memory/a.md", note("alpha", "the okapi note\n"))
+    env.write("memory/b.md", note("beta", "the okapi sequel\n"))
+    env.write("memory/twin1.md", note("twin", "same bytes\n"))
+    env.write("memory/twin2.md", note("twin", "same bytes\n"))
+    cli(env, "index", "--vault", f"v={env.vault}")
+    paths(env, "okapi")
+    cli(env, "feedback", "memory/a.md", "--useful")
+    cli(env, "forget", "memory/b.md")
+    cli(env, "feedback", "memory/twin1.md", "--useless")
+    (env.vault / "memory/archive").mkdir()
+    os.rename(env.vault / "memory/a.md", env.vault / "memory/alpha.md")
+    os.rename(env.vault / "memory/b.md", env.vault / "memory/archive/b.md")
+    os.rename(env.vault / "memory/twin1.md", env.vault / "memory/archive/t1.md")
+    os.rename(env.vault / "memory/twin2.md", env.vault / "memory/archive/t2.md")
+    out = js(cli(env, "index", "--json"))
+    assert out["moved"] == {"v:memory/a.md": "v:memory/alpha.md", "v:memory/b.md": "v:memory/archive/b.md"}, \
+        "two files with the same bytes moved at once are not told apart"
+    by = {n["note"]: n for n in js(cli(env, "stats", "--json"))["notes"]}
+    assert by["v:memory/alpha.md"]["useful"] == 1 and by["v:memory/alpha.md"]["retrieved"] == 1
+    assert by["v:memory/archive/b.md"]["retired"] is True and by["v:memory/archive/b.md"]["retrieved"] == 1
+    assert "v:memory/a.md" not in by and "v:memory/b.md" not in by
+    assert paths(env, "okapi") == ["memory/alpha.md"], "the filed note is still retired"
+
+
 def test_forget_delete_asks_on_a_terminal(env):
     """Typed answers on a real pseudo-terminal: 'n' keeps the file, 'y' deletes it."""
     import os

@@ -270,6 +270,14 @@ def cmd_index(args: argparse.Namespace) -> int:
         if args.rebuild:
             idx.rebuild()
         report = idx.sync(vaults, progress=print_progress)
+    if report.moved:
+        from .usage import Usage
+
+        usage = Usage(settings.state_dir)
+        try:
+            usage.follow(report.moved)
+        finally:
+            usage.close()
     if args.json:
         print(json.dumps({**report.__dict__, "vaults": [v.name for v in vaults]}, ensure_ascii=False))
     else:

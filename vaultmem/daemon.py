@@ -487,12 +487,16 @@ class Daemon:
                 for k in ("added", "updated", "removed", "skipped", "chunks_embedded", "chunks_reused"):
                     setattr(report, k, getattr(report, k) + getattr(r, k))
                 report.problems.update(r.problems)
+                report.moved.update(r.moved)
             if report.changes:
                 log.info("applied %d changed path(s) in %.0f ms: %d added, %d updated, %d removed, %d skipped; "
                          "%d chunks embedded", sum(len(r) for r in paths.values()), (time.perf_counter() - t0) * 1000,
                          report.added, report.updated, report.removed, report.skipped, report.chunks_embedded)
                 for key, reason in report.problems.items():
                     log.warning("skipped %s: %s", key, reason)
+        if report.moved and self.usage is not None:
+            carried = self.usage.follow(report.moved)
+            log.info("%d note(s) moved; usage records of %d carried to the new paths", len(report.moved), carried)
         for w in batch:
             if w.kind == "call" and w.fn is not None:
                 try:

@@ -44,6 +44,7 @@ class SyncReport:
     chunks_reused: int = 0
     seconds: float = 0.0
     problems: dict[str, str] = field(default_factory=dict)
+    moved: dict[str, str] = field(default_factory=dict)  # old key -> new key: same bytes, new path
 
     @property
     def changes(self) -> int:
@@ -54,7 +55,7 @@ class SyncReport:
             f"{self.files} files: {self.added} added, {self.updated} updated, {self.removed} removed, "
             f"{self.unchanged} unchanged, {self.skipped} skipped; {self.chunks_embedded} chunks embedded, "
             f"{self.chunks_reused} reused; {self.seconds:.2f}s"
-        )
+        ) + (f"; {len(self.moved)} moved" if self.moved else "")
 
 
 def embedder_identity(settings: Settings) -> tuple[str, int]:
@@ -217,8 +218,9 @@ class VaultIndex:
         partial = not full and len(touched) < 1000 and total > len(touched) * 4  # else a full pass is cheaper
         before = self.catalog.affected(touched) if partial and touched else (set(), set())
         batch = max(1, self.settings.index.batch_files)
+        added: dict[str, list[str]] = {}  # digest -> keys of new files with those bytes
         for i in range(0, len(todo), batch):
-            self._sync_batch(todo[i : i + batch], known, redo, report)
+            self._sync_batch(todo[i : i + batch], known, redo, report, added)
             if progress:
                 progress(min(i + batch, len(todo)), len(todo), report.chunks_embedded)
         if gone:
@@ -228,6 +230,7 @@ class VaultIndex:
             self.vectors.replace(set(gone), [])
             self.catalog.write([], [], gone, gone)
             report.removed += len(gone)
+            report.moved = _moves({k: known[k].hash for k in gone if k in known}, added)
         if touched or full:
             if partial:
                 after = self.catalog.affected(touched)
@@ -244,7 +247,8 @@ class VaultIndex:
         except OSError as err:
             return None, f"cannot read: {err.strerror}"
 
-    def _sync_batch(self, files: list[ScannedFile], known: dict, pending: set[str], report: SyncReport) -> None:
+    def _sync_batch(self, files: list[ScannedFile], known: dict, pending: set[str], report: SyncReport,
+                    added: dict[str, list[str]]) -> None:
         cfg = self.settings.index
         notes: list[tuple[Note, ScannedFile, str]] = []
         skipped: list[tuple[str, str, str, int, int, str | None, str]] = []
@@ -268,6 +272,7 @@ class VaultIndex:
                     notes.append((note, s, digest))
                     if prev is None:
                         report.added += 1
+                        added.setdefault(digest, []).append(s.key)
                     else:
                         report.updated += 1
                     continue
@@ -326,6 +331,17 @@ class VaultIndex:
             "dim": dim,
             "skipped_files": [{"key": r["key"], "reason": r["reason"]} for r in self.catalog.skipped()],
         }
+
+
+def _moves(gone: dict[str, str | None], added: dict[str, list[str]]) -> dict[str, str]:
+    """Files that moved: a key gone and a key new in the same pass, with the same bytes. Only
+    one-to-one matches count (two identical files moved at once are not told apart)."""
+    by_digest: dict[str, list[str]] = {}
+    for key, digest in gone.items():
+        if digest is not None:
+            by_digest.setdefault(digest, []).append(key)
+    return {olds[0]: added[d][0] for d, olds in by_digest.items()
+            if len(olds) == 1 and len(added.get(d, ())) == 1}
 
 
 def print_progress(done: int, total: int, embedded: int) -> None:

@@ -31,6 +31,7 @@ CREATE TABLE IF NOT EXISTS feedback_log (ts REAL NOT NULL, note TEXT NOT NULL, t
 CREATE TABLE IF NOT EXISTS retired (note TEXT PRIMARY KEY, ts REAL NOT NULL, reason TEXT);
 """
 
+_NOTE_TABLES = ("retrievals", "attribution", "feedback", "feedback_log", "retired")
 NEUTRAL = 0.5  # the feedback weight of a note nobody has judged
 
 
@@ -129,6 +130,23 @@ class Usage:
     def feedback_counts(self) -> dict[str, tuple[float, int, int]]:
         with self.lock:
             return {r[0]: (r[1], r[2], r[3]) for r in self.db.execute("SELECT note, weight, useful, useless FROM feedback")}
+
+    def follow(self, moved: dict[str, str]) -> int:
+        """Carry every record of a note that moved (old key -> new key) to its new key, so that
+        renaming or filing a note keeps its retrievals, feedback and retirement. Records left at
+        the new key by an earlier note of that path are replaced. Returns the notes carried."""
+        carried = 0
+        with self.lock, self.db:
+            for old, new in moved.items():
+                found = False
+                for table in _NOTE_TABLES:
+                    if self.db.execute(f"SELECT 1 FROM {table} WHERE note=? LIMIT 1", (old,)).fetchone():
+                        self.db.execute(f"DELETE FROM {table} WHERE note=?", (new,))
+                        self.db.execute(f"UPDATE {table} SET note=? WHERE note=?", (new, old))
+                        found = True
+                carried += found
+            self._own_changes += 1
+        return carried
 
     # -------------------------------------------------------------- retirements
 
