@@ -70,6 +70,21 @@ def test_write_new_never_replaces_a_file_even_under_races(tmp_path):
 # ------------------------------------------------------------------ remember
 
 
+def test_a_write_removes_temp_files_a_killed_writer_left_and_nothing_else(tmp_path):
+    stale = tmp_path / ".deploy.k3j_x.vaultmem-tmp"
+    fresh = tmp_path / ".deploy.a8b9q.vaultmem-tmp"  # another writer's, in flight
+    lookalike = tmp_path / "notes.vaultmem-tmp"  # not hidden: not a name vaultmem makes
+    for p in (stale, fresh, lookalike):
+        p.write_text("half a note")
+    hour_ago = time.time() - 3700
+    os.utime(stale, (hour_ago, hour_ago))
+    os.utime(lookalike, (hour_ago, hour_ago))
+    (tmp_path / "old.md").write_text("mine\n")
+    os.utime(tmp_path / "old.md", (hour_ago, hour_ago))
+    writing.write_new(tmp_path, "deploy", "new\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fresh.name, lookalike.name, "old.md", "deploy.md"])
+
+
 def test_remember_round_trips_in_three_languages_and_supersedes(env):
     env.write("memory/old.md", note("deploy procedure", "Deploy by copying files over FTP.\n", date="2024-01-01"))
     env.write("CLAUDE.md", "# Project\n\nA ledger service.\n")

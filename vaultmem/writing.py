@@ -7,20 +7,27 @@ with `replace_file`.
 New notes are written atomically and never over an existing file: the text goes to a temp file
 in the target directory, is fsynced, then hard-linked to its final name (which fails if the
 name exists, so a concurrent writer is never overwritten), the temp name is removed and the
-directory fsynced.
+directory fsynced. A writer killed in between leaves a hidden temp file, never a half note; the
+next write into that directory removes such leftovers once they are an hour old.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import errno
+import logging
 import os
 import re
 import tempfile
+import time
 import unicodedata
 from pathlib import Path
 
+log = logging.getLogger(__name__)
+
 SLUG_CHARS = 60
+TEMP_SUFFIX = ".vaultmem-tmp"  # a hidden `.<stem>.<random>.vaultmem-tmp`: ours, and never a note
+STALE_TEMP_SECONDS = 3600  # no write takes this long; an older temp file was left by a crash
 
 
 def slug(topic: str) -> str:
@@ -56,7 +63,8 @@ def write_new(directory: Path, stem: str, text: str) -> Path:
     """Write `text` to `directory/stem.md` (or `stem-2.md`, `stem-3.md`, ... if taken),
     atomically and without ever replacing a file. Returns the path written."""
     directory.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=directory, prefix=f".{stem[:40]}.", suffix=".vaultmem-tmp")
+    sweep_temp(directory)
+    fd, name = tempfile.mkstemp(dir=directory, prefix=f".{stem[:40]}.", suffix=TEMP_SUFFIX)
     tmp = Path(name)
     try:
         os.fchmod(fd, 0o644 & ~_umask())
@@ -86,6 +94,29 @@ def write_new(directory: Path, stem: str, text: str) -> Path:
             pass
 
 
+def sweep_temp(directory: Path, older_than: float = STALE_TEMP_SECONDS) -> list[Path]:
+    """Remove the temp files a killed writer left in `directory` (only names vaultmem makes,
+    only ones older than any write takes); returns what was removed."""
+    removed = []
+    cutoff = time.time() - older_than
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for e in entries:
+        if not (e.name.startswith(".") and e.name.endswith(TEMP_SUFFIX)):
+            continue
+        try:
+            if e.is_file(follow_symlinks=False) and e.stat(follow_symlinks=False).st_mtime < cutoff:
+                os.unlink(e.path)
+                removed.append(Path(e.path))
+        except OSError:
+            continue
+    if removed:
+        log.info("removed %d temp file(s) left by an interrupted write in %s", len(removed), directory)
+    return removed
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -96,7 +127,7 @@ def replace_file(path: Path, text: str) -> None:
     """Replace `path` whole with `text`, atomically: temp file beside it, fsync, rename, fsync
     of the directory. Readers see the old file or the new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=".vaultmem-tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode("utf-8"))
