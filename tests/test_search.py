@@ -1,11 +1,15 @@
 """Hybrid search on the real engines and the bundled embedder: modes, filters, ranking
 factors, hits that point at the right lines."""
 
+import datetime as dt
+import json
+
 import pytest
 
+from vaultmem.errors import UsageError
 from vaultmem.query import parse_moment
 
-from conftest import ROOT, Env, note
+from conftest import ROOT, Env, note, run_cli
 
 
 @pytest.fixture(scope="module")
@@ -114,6 +118,32 @@ def test_date_range_filters_by_when_a_note_was_written(env):
         ["memory/a.md", "memory/b.md"]
     assert [h.path for h in env.query("heron", mode="text", since=parse_moment("2024-02-01", end_of_day=False),
                                       until=parse_moment("2024-04-01"))] == ["memory/b.md"]
+
+
+def test_moments_may_be_relative_to_now():
+    now = 1_780_000_000.0  # 2026-05-28T20:26:40Z
+    assert parse_moment("now", now=now) == now
+    assert parse_moment("3d", now=now) == now - 3 * 86400
+    assert parse_moment("2 weeks ago", now=now) == parse_moment("2w", now=now) == now - 14 * 86400
+    assert parse_moment("36h", now=now) == now - 36 * 3600
+    assert parse_moment("1 month ago", now=now) == now - 30 * 86400
+    today = dt.datetime.fromtimestamp(now).date()
+    assert parse_moment("today", now=now) == parse_moment(today.isoformat())
+    assert parse_moment("Yesterday", end_of_day=False, now=now) == \
+        parse_moment((today - dt.timedelta(days=1)).isoformat(), end_of_day=False)
+    for bad in ("3 parsecs ago", "soon", "d", "2026-13-01"):
+        with pytest.raises(UsageError, match="2 weeks ago"):
+            parse_moment(bad, now=now)
+
+
+def test_since_a_relative_moment_from_the_cli(env):
+    env.write("memory/old.md", note("a", "the egret report\n", date="2020-01-01"))
+    env.write("memory/new.md", note("b", "the egret report\n", date=dt.date.today().isoformat()))
+    env.sync()
+    out = run_cli("query", "egret", "--mode", "text", "--since", "2 weeks ago", "--json", "--state-dir", str(env.state))
+    assert [h["path"] for h in json.loads(out.stdout)["hits"]] == ["memory/new.md"]
+    bad = run_cli("query", "egret", "--since", "last tuesday", "--state-dir", str(env.state))
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "ISO date" in bad.stderr
 
 
 def test_other_frontmatter_keys_are_shown_and_filter(env):

@@ -50,15 +50,16 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--kind", action="append", default=[], metavar="K", help="only notes of this kind (repeatable)")
     p.add_argument("--topic", metavar="X", help="only notes on this topic")
     p.add_argument("--path", metavar="GLOB", help="only notes whose vault-relative path matches, e.g. 'memory/**'")
-    p.add_argument("--since", metavar="DATE", help="only notes written on or after DATE (their date, else mtime)")
+    p.add_argument("--since", metavar="DATE", help="only notes written on or after DATE (their date, else mtime); "
+                                                    "DATE is an ISO date or datetime, or today, yesterday, 3d, 2w, "
+                                                    "'2 weeks ago'")
     p.add_argument("--until", metavar="DATE", help="only notes written on or before DATE")
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="only notes whose frontmatter KEY has VALUE (any key, e.g. status=draft; repeatable)")
     p.add_argument("--history", action="store_true", help="include superseded notes (marked as such)")
     p.add_argument("--mode", choices=["hybrid", "text", "vector"], help="ranking: hybrid (default), text or vector")
     p.add_argument("--half-life", metavar="DAYS", help="time decay: a note this old counts half (e.g. 90 or 90d)")
-    p.add_argument("--as-of", metavar="DATE", help="answer as the vault stood then: the notes current at DATE "
-                                                    "(ISO date or datetime)")
+    p.add_argument("--as-of", metavar="DATE", help="answer as the vault stood then: the notes current at DATE")
     p.add_argument("--task", metavar="ID", help="attribute these hits to a task (see `vaultmem stats --task`)")
     p.add_argument("--no-record", action="store_true",
                    help="do not count these hits as retrieved (for scripts and evaluations)")

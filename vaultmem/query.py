@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -99,15 +101,33 @@ def parse_half_life(value: Any) -> float | None:
     return days
 
 
-def parse_moment(value: Any, end_of_day: bool = True) -> float | None:
-    """An ISO date or datetime as seconds since the epoch, for `--as-of`, `--since` and
-    `--until`. A date alone means the end of that day (notes dated that day count), or its start
-    with `end_of_day=False`; naive values are UTC, as note dates are."""
+_UNIT_SECONDS = {"m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400,
+                 "w": 7 * 86400, "week": 7 * 86400, "mo": 30 * 86400, "month": 30 * 86400,
+                 "y": 365 * 86400, "year": 365 * 86400}
+_AGO = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+?)s?(?:\s+ago)?")
+MOMENT_HELP = "an ISO date or datetime (2026-03-01, 2026-03-01T12:00), or today, yesterday, 3d, 2 weeks ago"
+
+
+def parse_moment(value: Any, end_of_day: bool = True, now: float | None = None) -> float | None:
+    """A moment as seconds since the epoch, for `--as-of`, `--since` and `--until`: an ISO date
+    or datetime, `now`, `today`, `yesterday` (your calendar's day), or a span back from now
+    (`90m`, `36h`, `3d`, `2w`, `6mo`, `1y`, `2 weeks ago`; a month is 30 days). A date alone
+    means the end of that day (notes dated that day count), or its start with
+    `end_of_day=False`; naive values are UTC, as note dates are."""
     if value is None or value == "":
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
     s = str(value).strip()
+    now = time.time() if now is None else now
+    word = s.lower()
+    if word == "now":
+        return now
+    if word in ("today", "yesterday"):
+        day = dt.datetime.fromtimestamp(now).date() - dt.timedelta(days=int(word == "yesterday"))
+        s = day.isoformat()
+    elif (m := _AGO.fullmatch(word)) and m.group(2) in _UNIT_SECONDS:
+        return now - float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
     if s.endswith(("Z", "z")):
         s = s[:-1] + "+00:00"
     try:
@@ -117,7 +137,7 @@ def parse_moment(value: Any, end_of_day: bool = True) -> float | None:
         else:
             moment = dt.datetime.fromisoformat(s)
     except ValueError:
-        raise UsageError(f"date {value!r}: give an ISO date or datetime, e.g. 2026-03-01 or 2026-03-01T12:00") from None
+        raise UsageError(f"date {value!r}: give {MOMENT_HELP}") from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=dt.timezone.utc)
     return moment.timestamp()
