@@ -129,6 +129,17 @@ def test_session_start_digest_is_relevant_current_and_within_budget(example_stat
     assert f"{EXAMPLE}/memory/deploy-2026-05.md:" in out, "entries say where to open the file"
 
 
+def test_notes_shown_at_session_start_count_as_retrieved(tmp_path):
+    state = tmp_path / "state"
+    assert run_cli("index", "--vault", f"example={EXAMPLE}", "--state-dir", str(state)).returncode == 0
+    out = hook(state, "--cwd", str(EXAMPLE), "--budget", "300").stdout
+    st = json.loads(run_cli("stats", "--json", "--state-dir", str(state)).stdout)
+    retrieved = {n["note"].split(":", 1)[1] for n in st["notes"] if n["retrieved"]}
+    shown = {p for p in (n["note"].split(":", 1)[1] for n in st["notes"]) if f"/{p}:" in out}
+    assert shown and retrieved == shown, "exactly the notes in the digest were counted"
+    assert "CLAUDE.md" not in retrieved
+
+
 def test_session_start_budget_is_a_hard_bound(example_state):
     for budget in (120, 300, 600):
         r = hook(example_state, "--cwd", str(EXAMPLE), "--budget", str(budget))

@@ -151,6 +151,7 @@ def test_wrongly_typed_fields_of_every_op_are_usage_errors_and_write_nothing(dae
         "feedback": ({"path": "memory/a.md", "useful": True}, ["path", "useful", "task", "cwd"]),
         "stats": ({}, ["paths", "task", "cwd"]),
         "inventory": ({}, ["stale_days", "unretrieved_days"]),
+        "shown": ({}, ["notes"]),
     }
     answered = 0
     for op, (base, names) in fields.items():
@@ -162,7 +163,10 @@ def test_wrongly_typed_fields_of_every_op_are_usage_errors_and_write_nothing(dae
     for value in bad:  # remember's topic: never a note from a malformed one
         out = daemon.request({"op": "remember", "topic": value, "text": "some text"})
         assert out["ok"] is False and out["code"] == "UsageError", (value, out)
-    assert answered == 33 * len(bad)
+    assert answered == 34 * len(bad)
+    many = daemon.request({"op": "shown", "notes": ["v:memory/a.md"] * 101})
+    assert many["ok"] is False and many["code"] == "UsageError"
+    assert daemon.request({"op": "shown", "notes": ["v:memory/a.md", "v:memory/none.md"]})["recorded"] == 1
     assert sorted(p.name for p in (daemon.vault / "memory").iterdir()) == ["a.md"]
     assert daemon.request({"op": "ping"})["ok"]
 

@@ -13,6 +13,7 @@ opens an engine itself or writes a note.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 from pathlib import Path
@@ -20,6 +21,10 @@ from typing import Any
 
 from .backend import Backend
 from .config import Settings
+from .client import DaemonUnavailable
+from .errors import VaultmemError
+
+log = logging.getLogger(__name__)
 
 INSTRUCTION_FILES = {"claude.md", "agents.md", "memory.md"}  # Claude Code loads these itself
 
@@ -169,6 +174,7 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
             "are hidden; open a file at the given lines for the full note.\n")
     used = estimate_tokens(head + tail)
     lines: list[str] = []
+    keys: list[str] = []
     for h in picked:
         entry = _entry(h, roots)
         cost = estimate_tokens(entry)
@@ -178,9 +184,14 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
                 continue
             entry, cost = short, estimate_tokens(short)
         lines.append(entry)
+        keys.append(f"{h['vault']}:{h['path']}")
         used += cost
     if not lines:
         return ""
+    try:  # shown to the agent: a retrieval for stats and the inventory, though no query asked
+        backend.request({"op": "shown", "notes": keys})
+    except (VaultmemError, DaemonUnavailable, OSError) as err:
+        log.warning("session-start: could not record the notes shown: %s", err)
     return head + "\n" + "".join(lines) + tail
 
 

@@ -242,6 +242,22 @@ def feedback(ctx: Context, req: dict) -> dict:
     return {"ok": True, "note": key, "feedback": round(weight, 4), "feedback_factor": round(factor, 4)}
 
 
+SHOWN_MAX = 100
+
+
+def shown(ctx: Context, req: dict) -> dict:
+    """Count notes as retrieved that a client showed without a query of its own (the
+    session-start digest), so that `stats` and the inventory's "never retrieved" see them.
+    Keys are note keys (`vault:path`) as hits give them; unknown ones are ignored."""
+    keys = list_field(req, "notes")
+    if len(keys) > SHOWN_MAX:
+        raise UsageError(f"shown takes at most {SHOWN_MAX} notes")
+    known = ctx.read(lambda idx, _: set(idx.catalog.notes(keys)))
+    got = [k for k in dict.fromkeys(keys) if k in known]
+    ctx.usage.record([(k, 0.0) for k in got])
+    return {"ok": True, "recorded": len(got)}
+
+
 def stats(ctx: Context, req: dict) -> dict:
     """Retrieval counts, feedback and retirement per note (all indexed notes, or those named),
     and, with a task, that task's attribution rows."""
@@ -339,6 +355,6 @@ class LocalContext(Context):
 
 OPS: dict[str, Callable[[Context, dict], dict]] = {
     "query": query, "remember": remember, "forget": forget, "feedback": feedback, "stats": stats,
-    "inventory": inventory,
+    "inventory": inventory, "shown": shown,
 }
 WRITES = {"remember", "forget"}  # ops that may change notes (opened for writing up front)
