@@ -7,7 +7,7 @@ import json
 import pytest
 
 from vaultmem.errors import UsageError
-from vaultmem.query import parse_moment
+from vaultmem.query import parse_half_life, parse_moment
 
 from conftest import ROOT, Env, note, run_cli
 
@@ -127,6 +127,7 @@ def test_moments_may_be_relative_to_now():
     assert parse_moment("2 weeks ago", now=now) == parse_moment("2w", now=now) == now - 14 * 86400
     assert parse_moment("36h", now=now) == now - 36 * 3600
     assert parse_moment("1 month ago", now=now) == now - 30 * 86400
+    assert parse_half_life("2w") == parse_half_life("14") == parse_half_life("2 weeks") == 14.0  # one span reader
     today = dt.datetime.fromtimestamp(now).date()
     assert parse_moment("today", now=now) == parse_moment(today.isoformat())
     assert parse_moment("Yesterday", end_of_day=False, now=now) == \

@@ -82,30 +82,37 @@ def number_field(req: dict, key: str, lo: float, hi: float) -> float | None:
     return n
 
 
-def parse_half_life(value: Any) -> float | None:
-    """Days, as 90, '90', '90d', '12w' or '1y'."""
-    if value is None or value == "":
-        return None
-    v = str(value).strip().lower()
-    mult = 1.0
-    for suffix, m in (("d", 1.0), ("w", 7.0), ("y", 365.0)):
-        if v.endswith(suffix):
-            v, mult = v[:-1], m
-            break
-    try:
-        days = float(v) * mult
-    except ValueError:
-        raise UsageError(f"half-life {value!r}: give days, e.g. 90 or 90d or 12w") from None
-    if days <= 0:
-        raise UsageError("half-life must be positive")
-    return days
-
-
 _UNIT_SECONDS = {"m": 60, "min": 60, "minute": 60, "h": 3600, "hour": 3600, "d": 86400, "day": 86400,
                  "w": 7 * 86400, "week": 7 * 86400, "mo": 30 * 86400, "month": 30 * 86400,
                  "y": 365 * 86400, "year": 365 * 86400}
-_AGO = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+?)s?(?:\s+ago)?")
+_SPAN = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+?)s?")
 MOMENT_HELP = "an ISO date or datetime (2026-03-01, 2026-03-01T12:00), or today, yesterday, 3d, 2 weeks ago"
+
+
+def span_seconds(text: str) -> float | None:
+    """A span of time as seconds: '90m', '36h', '3d', '2w', '6mo', '1y', '2 weeks' (a month is
+    30 days, a year 365); None when `text` is not one."""
+    m = _SPAN.fullmatch(text.strip().lower())
+    if m is None or m.group(2) not in _UNIT_SECONDS:
+        return None
+    return float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+
+
+def parse_half_life(value: Any) -> float | None:
+    """Days, as 90, '90', '90d', '12w', '6mo' or '1y' (any span `span_seconds` reads)."""
+    if value is None or value == "":
+        return None
+    v = str(value).strip().lower()
+    try:
+        days = float(v)
+    except ValueError:
+        seconds = span_seconds(v.removeprefix("-"))
+        if seconds is None:
+            raise UsageError(f"half-life {value!r}: give days, e.g. 90 or 90d or 12w") from None
+        days = (-seconds if v.startswith("-") else seconds) / 86400
+    if days <= 0:
+        raise UsageError("half-life must be positive")
+    return days
 
 
 def parse_moment(value: Any, end_of_day: bool = True, now: float | None = None) -> float | None:
@@ -126,8 +133,8 @@ def parse_moment(value: Any, end_of_day: bool = True, now: float | None = None) 
     if word in ("today", "yesterday"):
         day = dt.datetime.fromtimestamp(now).date() - dt.timedelta(days=int(word == "yesterday"))
         s = day.isoformat()
-    elif (m := _AGO.fullmatch(word)) and m.group(2) in _UNIT_SECONDS:
-        return now - float(m.group(1)) * _UNIT_SECONDS[m.group(2)]
+    elif (back := span_seconds(re.sub(r"\s+ago$", "", word))) is not None:
+        return now - back
     if s.endswith(("Z", "z")):
         s = s[:-1] + "+00:00"
     try:
