@@ -108,3 +108,47 @@ def test_adjacent_words_near_each_other_rank_first(env):
     env.write("memory/b.md", note("b", "A group of friends offered support later.\n"))
     env.sync()
     assert env.query("support group", mode="text")[0].path == "memory/a.md"
+
+
+def test_a_word_no_note_has_is_looked_up_by_its_trigrams(env):
+    env.write("memory/edu.md", note("edu", "Caroline wants to go back into education and counseling.\n"))
+    env.write("memory/run.md", note("run", "Melanie bought new running shoes for the charity race.\n"))
+    env.sync()
+    # typos and other forms of a word: no note has their term, their trigrams find the note
+    assert paths(env.query("educaton", mode="text")) == ["memory/edu.md"]
+    assert paths(env.query("counselling", mode="text")) == ["memory/edu.md"]
+    assert env.query("charty racing", mode="text")[0].path == "memory/run.md"
+
+
+def test_a_word_the_index_knows_is_not_loosened(env):
+    env.write("memory/cart.md", note("cart", "The shopping cart keeps its items.\n"))
+    env.write("memory/map.md", note("map", "Cartography of the old harbour.\n"))
+    env.sync()
+    # "cart" is a term of the index: it must not also match "cartography" by its trigrams
+    assert paths(env.query("cart", mode="text")) == ["memory/cart.md"]
+    assert paths(env.query("shopping carts", mode="text")) == ["memory/cart.md"]
+
+
+def test_a_full_text_index_of_an_older_layout_is_rebuilt_from_the_notes(env):
+    import shutil
+
+    import tantivy
+
+    from vaultmem.errors import IndexMissingError
+    from vaultmem.index import VaultIndex
+
+    env.write("memory/a.md", note("a", "Rotate the signing keys every quarter.\n"))
+    env.write("memory/b.md", note("b", "The staging database restarts at noon.\n"))
+    env.sync()
+    old = env.state / "tantivy"
+    shutil.rmtree(old)
+    b = tantivy.SchemaBuilder()  # a layout with fewer fields, as an older vaultmem wrote
+    b.add_text_field("chunk", stored=True, tokenizer_name="raw")
+    b.add_text_field("note", stored=True, tokenizer_name="raw")
+    tantivy.Index(b.build(), path=str(old.mkdir() or old))
+    with pytest.raises(IndexMissingError, match="older layout"):
+        VaultIndex(env.settings())  # a reader never deletes: it says what to do
+    report = env.sync()
+    assert report.updated == 2 and report.chunks_embedded == 0  # vectors reused, notes re-read
+    assert paths(env.query("signing keys", mode="text")) == ["memory/a.md"]
+    assert env.sync().unchanged == 2

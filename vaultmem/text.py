@@ -73,6 +73,24 @@ def gram_tokens(normalized: str) -> list[GramToken]:
     return out
 
 
+def fold(word: str) -> str:
+    """Accents dropped, as the word field's ascii_fold drops them."""
+    if word.isascii():
+        return word
+    return "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.combining(c))
+
+
+def trigrams(word: str) -> list[str]:
+    """Character trigrams of one word, padded at both ends ("^ed", "edu", ..., "on$")."""
+    w = f"^{fold(word)}$"
+    return [w[i : i + 3] for i in range(len(w) - 2)]
+
+
+def word_trigrams(normalized: str) -> list[str]:
+    """Trigrams of every non-CJK word of three letters or more in already-normalised text."""
+    return [t for w in WORD.findall(normalized) if len(w) >= 3 and not w.isdigit() for t in trigrams(w)]
+
+
 # Function words that carry no meaning in a question. They still count in BM25 (their IDF is
 # low), but the query drops them so that a question's wording does not outvote its content.
 STOP_WORDS = frozenset(
