@@ -118,6 +118,11 @@ def test_a_word_no_note_has_is_looked_up_by_its_trigrams(env):
     assert paths(env.query("educaton", mode="text")) == ["memory/edu.md"]
     assert paths(env.query("counselling", mode="text")) == ["memory/edu.md"]
     assert env.query("charty racing", mode="text")[0].path == "memory/run.md"
+    hit = env.query("counceling educaton", explain=True)[0]
+    assert hit.path == "memory/edu.md"
+    assert hit.explain["unknown_words"] == ["counceling", "educaton"]  # --explain says why
+    assert "**education**" in hit.snippet and "**counseling**" in hit.snippet
+    assert "unknown_words" not in env.query("education", explain=True)[0].explain
 
 
 def test_a_word_the_index_knows_is_not_loosened(env):

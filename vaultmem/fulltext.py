@@ -237,18 +237,21 @@ class FullText:
         clauses.extend(self._filters(allow, deny))
         return tantivy.Query.boolean_query(clauses)
 
-    def _loose(self, tq: TextQuery) -> list[tantivy.Query]:
-        """Trigram clauses for the query words whose term no note has."""
+    def unknown_words(self, tq: TextQuery) -> list[str]:
+        """The query words (four letters or more) whose term no note has: looked up by trigrams."""
         if not tq.loose:
             return []
         searcher = self.index.searcher()
+        return [word for word, term in tq.loose if searcher.doc_freq("words", term) == 0]
+
+    def _loose(self, tq: TextQuery) -> list[tantivy.Query]:
+        """Trigram clauses for the query words whose term no note has."""
         out = []
-        for word, term in tq.loose:
-            if searcher.doc_freq("words", term) == 0:
-                tri = list(dict.fromkeys(trigrams(word)))
-                any_of = tantivy.Query.boolean_query(
-                    [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "tri", t)) for t in tri])
-                out.append(tantivy.Query.boost_query(any_of, LOOSE_BOOST / len(tri)))
+        for word in self.unknown_words(tq):
+            tri = list(dict.fromkeys(trigrams(word)))
+            any_of = tantivy.Query.boolean_query(
+                [(tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "tri", t)) for t in tri])
+            out.append(tantivy.Query.boost_query(any_of, LOOSE_BOOST / len(tri)))
         return out
 
     def _filters(self, allow: set[str] | None, deny: set[str] | None) -> list:

@@ -37,7 +37,7 @@ from .notes import extra_keys, extract_entities
 from .query import Query
 from .scan import matches
 from .supersession import topic_key
-from .text import STOP_WORDS, WORD, highlight_terms, normalize
+from .text import STOP_WORDS, WORD, highlight_terms, normalize, trigrams
 from .usage import NEUTRAL, Usage
 
 
@@ -190,10 +190,13 @@ class Searcher:
         sup_keys = [notes[key]["superseded_by"] for _, key, _ in top if notes[key]["superseded_by"]]
         sup_paths = {k: k.split(":", 1)[1] for k in sup_keys}
         terms = highlight_terms(q.text)
+        respelled = self.index.fulltext.unknown_words(tq) if q.explain and q.mode != "vector" else []
         hits = []
         vault_roots = {v.name: v.root for v in self.index.vaults()}
         for score, key, parts in top:
             row = notes[key]
+            if respelled:
+                parts["unknown_words"] = respelled  # no note has them: matched by spelling (trigrams)
             ch = chunks.get(chunk_for[key])
             text = ch["text"] if ch else row["preview"] or ""
             hits.append(Hit(
@@ -374,6 +377,15 @@ def _fold(text: str) -> str:
     return "".join(out)
 
 
+def _spelled_alike(a: str, b: str) -> bool:
+    """Two words with 40% or more of their trigrams in common (Jaccard): "educaton" and
+    "education", "deplyoment" and "deployment"; not "deployment" and "department" (33%)."""
+    if len(b) < 3 or abs(len(a) - len(b)) > 3:
+        return False
+    ta, tb = set(trigrams(a)), set(trigrams(b))
+    return len(ta & tb) >= 0.4 * len(ta | tb)
+
+
 def make_snippet(text: str, terms: list[str], width: int) -> str:
     """The window of `text` with the most query-term matches, matches wrapped in **...**."""
     flat = re.sub(r"\s+", " ", re.sub(r"\*\*|__", "", text)).strip()
@@ -391,7 +403,10 @@ def make_snippet(text: str, terms: list[str], width: int) -> str:
                     pat = re.compile(r"(?<!\w)" + re.escape(t[: max(4, len(t) - 3)]) + r"\w*")
             else:
                 pat = re.compile(re.escape(t))
-            spans.extend((m.start(), m.end()) for m in pat.finditer(low))
+            found = [(m.start(), m.end()) for m in pat.finditer(low)]
+            if not found and len(t) >= 4 and WORD.fullmatch(t):  # a typo: words spelled much alike
+                found = [(m.start(), m.end()) for m in WORD.finditer(low) if _spelled_alike(t, m.group(0))]
+            spans.extend(found)
     spans.sort()
     merged: list[tuple[int, int]] = []
     for s, e in spans:
