@@ -125,6 +125,13 @@ def test_a_word_no_note_has_is_looked_up_by_its_trigrams(env):
     assert "unknown_words" not in env.query("education", explain=True)[0].explain
 
 
+def test_word_trigrams_skip_numbers_short_and_overlong_words():
+    from vaultmem.text import word_trigrams
+    assert word_trigrams("go to 2024 api") == ["^ap", "api", "pi$"]
+    assert word_trigrams("x" * 65) == [] and len(word_trigrams("x" * 64)) == 64
+    assert word_trigrams("café") == ["^ca", "caf", "afe", "fe$"]  # accents folded, as in `words`
+
+
 def test_a_word_the_index_knows_is_not_loosened(env):
     env.write("memory/cart.md", note("cart", "The shopping cart keeps its items.\n"))
     env.write("memory/map.md", note("map", "Cartography of the old harbour.\n"))
@@ -157,3 +164,18 @@ def test_a_full_text_index_of_an_older_layout_is_rebuilt_from_the_notes(env):
     assert report.updated == 2 and report.chunks_embedded == 0  # vectors reused, notes re-read
     assert paths(env.query("signing keys", mode="text")) == ["memory/a.md"]
     assert env.sync().unchanged == 2
+
+
+def test_trigrams_in_most_chunks_are_left_out_of_the_fallback(env, monkeypatch):
+    from vaultmem import fulltext
+
+    env.write("memory/a.md", note("a", "Nightly backups of the ledger.\n"))
+    env.write("memory/b.md", note("b", "Ledger totals are checked nightly.\n"))
+    env.write("memory/c.md", note("c", "Restores are tested monthly.\n"))
+    env.sync()
+    assert set(paths(env.query("ledgr", mode="text"))) == {"memory/a.md", "memory/b.md"}
+    # with "common" meaning more than half of the chunks, every trigram of "ledgr" is common
+    monkeypatch.setattr(fulltext, "LOOSE_COMMON_DOCS", 0)
+    monkeypatch.setattr(fulltext, "LOOSE_COMMON_SHARE", 0.5)
+    assert env.query("ledgr", mode="text") == []
+    assert paths(env.query("restorez", mode="text")) == ["memory/c.md"]  # rare trigrams still count

@@ -190,13 +190,13 @@ class Searcher:
         sup_keys = [notes[key]["superseded_by"] for _, key, _ in top if notes[key]["superseded_by"]]
         sup_paths = {k: k.split(":", 1)[1] for k in sup_keys}
         terms = highlight_terms(q.text)
-        respelled = self.index.fulltext.unknown_words(tq) if q.explain and q.mode != "vector" else []
+        unknown = self.index.fulltext.unknown_words(tq) if q.mode != "vector" else []
         hits = []
         vault_roots = {v.name: v.root for v in self.index.vaults()}
         for score, key, parts in top:
             row = notes[key]
-            if respelled:
-                parts["unknown_words"] = respelled  # no note has them: matched by spelling (trigrams)
+            if unknown:
+                parts["unknown_words"] = unknown  # no note has them: matched by spelling (trigrams)
             ch = chunks.get(chunk_for[key])
             text = ch["text"] if ch else row["preview"] or ""
             hits.append(Hit(
@@ -209,7 +209,7 @@ class Searcher:
                 retired=_retired_by(retired, key, q.as_of),
                 topic=row["topic"], tags=_json_list(row["tags"]), kind=row["kind"], date=row["date"],
                 importance=row["importance"],
-                snippet=make_snippet(text, terms, cfg.snippet_chars),
+                snippet=make_snippet(text, terms, cfg.snippet_chars, unknown),
                 preview=row["preview"] or "",
                 changed=_changed(vault_roots.get(row["vault"]), row),
                 extra=extra_keys(json.loads(row["meta"] or "{}")),
@@ -386,9 +386,11 @@ def _spelled_alike(a: str, b: str) -> bool:
     return len(ta & tb) >= 0.4 * len(ta | tb)
 
 
-def make_snippet(text: str, terms: list[str], width: int) -> str:
-    """The window of `text` with the most query-term matches, matches wrapped in **...**."""
+def make_snippet(text: str, terms: list[str], width: int, unknown: list[str] = ()) -> str:
+    """The window of `text` with the most query-term matches, matches wrapped in **...**.
+    `unknown`: query words no note has (typos); the words spelled much like them are marked."""
     flat = re.sub(r"\s+", " ", re.sub(r"\*\*|__", "", text)).strip()
+    alike = {_fold(u) for u in unknown}
     low = _fold(flat.lower())
     spans: list[tuple[int, int]] = []
     if len(low) == len(flat):
@@ -404,7 +406,7 @@ def make_snippet(text: str, terms: list[str], width: int) -> str:
             else:
                 pat = re.compile(re.escape(t))
             found = [(m.start(), m.end()) for m in pat.finditer(low)]
-            if not found and len(t) >= 4 and WORD.fullmatch(t):  # a typo: words spelled much alike
+            if not found and t in alike:  # a typo: the words spelled much like it
                 found = [(m.start(), m.end()) for m in WORD.finditer(low) if _spelled_alike(t, m.group(0))]
             spans.extend(found)
     spans.sort()

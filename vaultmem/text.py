@@ -86,9 +86,14 @@ def trigrams(word: str) -> list[str]:
     return [w[i : i + 3] for i in range(len(w) - 2)]
 
 
+MAX_WORD_CHARS = 64  # longer "words" (hashes, base64) are left out, as the word field drops them
+
+
 def word_trigrams(normalized: str) -> list[str]:
-    """Trigrams of every non-CJK word of three letters or more in already-normalised text."""
-    return [t for w in WORD.findall(normalized) if len(w) >= 3 and not w.isdigit() for t in trigrams(w)]
+    """Trigrams of every non-CJK word of 3 to 64 characters, not all digits, in already-normalised
+    text."""
+    return [t for w in WORD.findall(normalized) if 3 <= len(w) <= MAX_WORD_CHARS and not w.isdigit()
+            for t in trigrams(w)]
 
 
 # Function words that carry no meaning in a question. They still count in BM25 (their IDF is
