@@ -139,7 +139,8 @@ def _memory_habit(sock: Path, queries: list[str], n: int, topics: list[str], lat
             token = f"rmb{os.getpid()}x{i}"
             out = timed("remember", {"op": "remember", "topic": topics[i % 3], "text": f"{token} is the word {i}"})
             written.append(out["path"])
-            assert c.request({"op": "query", "text": token, "mode": "text", "k": 1})["hits"], "not searchable"
+            hits = c.request({"op": "query", "text": token, "mode": "text", "k": 1})["hits"]
+            assert hits and hits[0]["path"] == out["path"], "not searchable"
         for p in written:
             timed("feedback", {"op": "feedback", "path": p, "useful": True})
         for p in written[:5]:
@@ -230,7 +231,7 @@ def run(d: "Daemon", args: argparse.Namespace, vault: Path, state: Path, sock: P
             atomic_save(path, text)
             while True:
                 hits = c.request({"op": "query", "text": token, "k": 1, "mode": "text", "history": True})["hits"]
-                if hits:
+                if hits and hits[0]["path"] == path.relative_to(vault).as_posix():
                     break
                 time.sleep(0.001)
             edit_lat.append((time.perf_counter() - t) * 1000)

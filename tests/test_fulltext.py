@@ -139,6 +139,11 @@ def test_a_word_the_index_knows_is_not_loosened(env):
     # "cart" is a term of the index: it must not also match "cartography" by its trigrams
     assert paths(env.query("cart", mode="text")) == ["memory/cart.md"]
     assert paths(env.query("shopping carts", mode="text")) == ["memory/cart.md"]
+    env.write("memory/rel.md", note("rel", "Release build4243 went out on Friday.\n"))
+    env.sync()
+    # ids, versions and hashes are never matched by near spelling
+    assert env.query("build4242", mode="text") == []
+    assert paths(env.query("build4243", mode="text")) == ["memory/rel.md"]
 
 
 def test_a_full_text_index_of_an_older_layout_is_rebuilt_from_the_notes(env):

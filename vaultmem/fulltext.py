@@ -47,6 +47,10 @@ LOOSE_COMMON_SHARE = 0.1
 LOOSE_COMMON_DOCS = 1000
 
 
+def _has_digit(word: str) -> bool:
+    return any(c.isdigit() for c in word)
+
+
 def _schema() -> tantivy.Schema:
     b = tantivy.SchemaBuilder()
     b.add_text_field("chunk", stored=True, tokenizer_name="raw")
@@ -171,7 +175,8 @@ class FullText:
         grams = tuple(dict.fromkeys(g for r in runs for g in bigrams(r)))
         loose = []
         for w in dict.fromkeys(content):
-            term = self.analyzer.analyze(w) if len(w) >= LOOSE_MIN_CHARS and not w.isdigit() else []
+            # words with digits are ids, versions, hashes: a near miss there is another thing
+            term = self.analyzer.analyze(w) if len(w) >= LOOSE_MIN_CHARS and not _has_digit(w) else []
             if len(term) == 1:
                 loose.append((w, term[0]))
         return TextQuery(words, grams, runs, phrases, tuple(loose))
@@ -243,7 +248,8 @@ class FullText:
         return tantivy.Query.boolean_query(clauses)
 
     def unknown_words(self, tq: TextQuery) -> list[str]:
-        """The query words (four letters or more) whose term no note has: looked up by trigrams."""
+        """The query words (four letters or more, no digit) whose term no note has: looked up by
+        trigrams."""
         if not tq.loose:
             return []
         searcher = self.index.searcher()
