@@ -71,6 +71,17 @@ def test_human_output_and_explain(indexed):
     assert "explain: " in r.stdout and "bm25=" in r.stdout
 
 
+def test_a_misspelt_word_is_named_and_still_found(indexed):
+    _, state = indexed
+    r = run_cli("query", "pytset", "--state-dir", str(state), "--mode", "text")
+    assert r.returncode == 0, r.stderr
+    assert 'no note has "pytset"; looked up by similar spelling' in r.stderr
+    assert "vault:CLAUDE.md" in r.stdout and "**pytest**" in r.stdout
+    out = json.loads(run_cli("query", "pytset", "--state-dir", str(state), "--json").stdout)
+    assert set(out) == {"hits", "took_ms"}  # the --json contract is unchanged
+    assert run_cli("query", "pytest", "--state-dir", str(state)).stderr.count("no note has") == 0
+
+
 def test_nothing_found_exits_1(indexed):
     _, state = indexed
     r = run_cli("query", "zebra", "--state-dir", str(state), "--mode", "text")

@@ -319,7 +319,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"hits": out["hits"], "took_ms": out["took_ms"]}, ensure_ascii=False))
     else:
-        _print_hits(out["hits"], out["took_ms"])
+        _print_hits(out["hits"], out["took_ms"], out.get("unknown_words", []))
     return 0 if out["hits"] else 1
 
 
@@ -349,9 +349,12 @@ def _run_batch(path: str, opts: dict, backend) -> int:
     return 0
 
 
-def _print_hits(hits: list[dict], took_ms: float) -> None:
+def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = ()) -> None:
     tty = sys.stdout.isatty()
     bold = (lambda s: f"\033[1m{s}\033[0m") if tty else (lambda s: s)
+    if unknown:
+        words = ", ".join(f'"{w}"' for w in unknown)
+        print(f"no note has {words}; looked up by similar spelling", file=sys.stderr)
     if not hits:
         print("no matching notes", file=sys.stderr)
         return

@@ -218,7 +218,9 @@ class Searcher:
             ))
         if self.usage is not None and q.record:
             self.usage.record([(f"{h.vault}:{h.path}", h.score) for h in hits], q.task)
-        info = {"took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+        info: dict[str, Any] = {"took_ms": round((time.perf_counter() - t0) * 1000, 2)}
+        if unknown:
+            info["unknown_words"] = unknown
         return hits, info
 
     def _fuse(self, text_best: dict, vec_best: dict, mode: str) -> dict[str, tuple[float, dict]]:
@@ -378,12 +380,29 @@ def _fold(text: str) -> str:
 
 
 def _spelled_alike(a: str, b: str) -> bool:
-    """Two words with 40% or more of their trigrams in common (Jaccard): "educaton" and
-    "education", "deplyoment" and "deployment"; not "deployment" and "department" (33%)."""
+    """Two words one typo apart (two for words over six letters; a swap of neighbours counts as
+    one: "pytset" and "pytest"), or with 40% or more of their trigrams in common ("educaton" and
+    "education"); not "deployment" and "department" (three edits, 33%)."""
     if len(b) < 3 or abs(len(a) - len(b)) > 3:
         return False
+    if _edits(a, b) <= (1 if len(a) <= 6 else 2):
+        return True
     ta, tb = set(trigrams(a)), set(trigrams(b))
     return len(ta & tb) >= 0.4 * len(ta | tb)
+
+
+def _edits(a: str, b: str) -> int:
+    """Edit distance with adjacent swaps (optimal string alignment)."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[-1]
 
 
 def make_snippet(text: str, terms: list[str], width: int, unknown: list[str] = ()) -> str:
