@@ -123,6 +123,7 @@ def test_a_word_no_note_has_is_looked_up_by_its_trigrams(env):
     assert hit.explain["unknown_words"] == ["counceling", "educaton"]  # --explain says why
     assert "**education**" in hit.snippet and "**counseling**" in hit.snippet
     assert "unknown_words" not in env.query("education", explain=True)[0].explain
+    assert env.query('"educaton"', mode="text") == []  # a quoted word is matched exactly
 
 
 def test_word_trigrams_skip_numbers_short_and_overlong_words():

@@ -87,7 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
 
     p = sub.add_parser("query", help="search the index",
-                       description="Search current notes by words and meaning. Put a phrase in double quotes "
+                       description="Search current notes by words and meaning. A word no note has (a typo) "
+                                   "is looked up by similar spelling; put a word or phrase in double quotes "
                                    "to require it exactly (also inside Japanese/Korean text).",
                        epilog='examples:\n  vaultmem query "how do we deploy"\n  vaultmem query \'"デプロイ手順"\' --mode text\n'
                               '  vaultmem query deploy --tag ops --history --json\n'
