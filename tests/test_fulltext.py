@@ -131,6 +131,8 @@ def test_word_trigrams_skip_numbers_short_and_overlong_words():
     assert word_trigrams("go to 2024 api") == ["^ap", "api", "pi$"]
     assert word_trigrams("x" * 65) == [] and len(word_trigrams("x" * 64)) == 64
     assert word_trigrams("café") == ["^ca", "caf", "afe", "fe$"]  # accents folded, as in `words`
+    from vaultmem.text import fold
+    assert fold("résumé ά 한") == "resume ά 한"  # one character for one: snippet offsets hold
 
 
 def test_a_word_the_index_knows_is_not_loosened(env):

@@ -26,7 +26,6 @@ import json
 import os
 import re
 import time
-import unicodedata
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -37,7 +36,7 @@ from .notes import extra_keys, extract_entities
 from .query import Query
 from .scan import matches
 from .supersession import topic_key
-from .text import STOP_WORDS, WORD, highlight_terms, normalize, trigrams
+from .text import STOP_WORDS, WORD, fold, highlight_terms, normalize, trigrams
 from .usage import NEUTRAL, Usage
 
 
@@ -367,18 +366,6 @@ def _changed(root, row) -> bool:
     return (st.st_size, st.st_mtime_ns) != (row["size"], row["mtime_ns"])
 
 
-def _fold(text: str) -> str:
-    """Accents dropped character by character ("é" -> "e"), so that offsets stay those of
-    `text`; as the word field folds them, "cafe" highlights "café"."""
-    if text.isascii():
-        return text
-    out = []
-    for ch in text:
-        base = unicodedata.normalize("NFD", ch)[0] if not ch.isascii() else ch
-        out.append(base if base.isascii() else ch)
-    return "".join(out)
-
-
 def _spelled_alike(a: str, b: str) -> bool:
     """Two words one typo apart (two for words over six letters; a swap of neighbours counts as
     one: "pytset" and "pytest"), or with 40% or more of their trigrams in common ("educaton" and
@@ -409,12 +396,12 @@ def make_snippet(text: str, terms: list[str], width: int, unknown: list[str] = (
     """The window of `text` with the most query-term matches, matches wrapped in **...**.
     `unknown`: query words no note has (typos); the words spelled much like them are marked."""
     flat = re.sub(r"\s+", " ", re.sub(r"\*\*|__", "", text)).strip()
-    alike = {_fold(u) for u in unknown}
-    low = _fold(flat.lower())
+    alike = {fold(u) for u in unknown}
+    low = fold(flat.lower())
     spans: list[tuple[int, int]] = []
     if len(low) == len(flat):
         for term in set(terms):
-            t = _fold(term.lower())
+            t = fold(term.lower())
             if not t:
                 continue
             if WORD.fullmatch(t):

@@ -73,11 +73,16 @@ def gram_tokens(normalized: str) -> list[GramToken]:
     return out
 
 
-def fold(word: str) -> str:
-    """Accents dropped, as the word field's ascii_fold drops them."""
-    if word.isascii():
-        return word
-    return "".join(c for c in unicodedata.normalize("NFD", word) if not unicodedata.combining(c))
+def fold(text: str) -> str:
+    """Accents dropped character by character ("é" -> "e"), as the word field's ascii_fold drops
+    them; characters with no ASCII base (kana, Hangul) are kept, so offsets stay those of `text`."""
+    if text.isascii():
+        return text
+    out = []
+    for ch in text:
+        base = unicodedata.normalize("NFD", ch)[0] if not ch.isascii() else ch
+        out.append(base if base.isascii() else ch)
+    return "".join(out)
 
 
 def trigrams(word: str) -> list[str]:
