@@ -1,6 +1,7 @@
 """Writing files safely, and the only code that writes into a vault, and only when the user
-asks: a new note for `vaultmem remember`, a deleted file for `vaultmem forget --delete`.
-Everything else in vaultmem reads notes and never changes them. vaultmem's own files outside
+asks: a new note for `vaultmem remember`, a deleted file for `vaultmem forget --delete`, and,
+when the user turned `mark_superseded` on, one frontmatter line (`set_frontmatter_key`,
+`rewrite_note`). Everything else in vaultmem reads notes and never changes them. vaultmem's own files outside
 the index (inventory reports, the Claude Code settings entry it installs) are replaced whole
 with `replace_file`.
 
@@ -18,6 +19,7 @@ import errno
 import logging
 import os
 import re
+import stat
 import tempfile
 import time
 import unicodedata
@@ -138,6 +140,108 @@ def replace_file(path: Path, text: str) -> None:
         Path(name).unlink(missing_ok=True)
         raise
     _fsync_dir(path.parent)
+
+
+_FENCE = re.compile(r"-{3,}[ \t]*")  # python-frontmatter's YAML boundary: a line of 3+ dashes
+
+
+def set_frontmatter_key(data: bytes, key: str, value: str | None) -> bytes | None:
+    """A note's bytes with the top-level frontmatter `key` set to the string `value`, or removed
+    (`value` None); every other byte stays as it was. A note without frontmatter gets a block of
+    that one key, and loses the block again when the key is removed. None when that cannot be
+    done safely: not UTF-8, frontmatter that is not plain YAML at the very start (TOML, JSON,
+    indented) or does not parse. The result is parsed back and must carry `value`, the same
+    other keys and the same body, or None is returned."""
+    import yaml
+
+    from .notes import split_frontmatter
+
+    bom = b"\xef\xbb\xbf" if data.startswith(b"\xef\xbb\xbf") else b""
+    try:
+        text = data[len(bom):].decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    lines = text.splitlines(keepends=True)
+    nl = "\r\n" if lines and lines[0].endswith("\r\n") else "\n"
+    line = yaml.safe_dump({key: value}, allow_unicode=True, width=1_000_000).rstrip("\n") + nl
+    own = re.compile(re.escape(key) + r"[ \t]*:")
+    if lines and _FENCE.fullmatch(lines[0].rstrip("\r\n")):
+        end = next((j for j in range(1, len(lines)) if _FENCE.fullmatch(lines[j].rstrip("\r\n"))), None)
+        if end is None:
+            return None
+        mine = []  # our key's line and its continuation lines (a nested or multi-line value)
+        for j in range(1, end):
+            if own.match(lines[j]):
+                mine.append(j)
+            elif mine and mine[-1] == j - 1 and lines[j][:1] in (" ", "\t"):
+                mine.append(j)
+        keep = [ln for j, ln in enumerate(lines[1:end], 1) if j not in mine]
+        if value is None:
+            head = [] if not keep else [lines[0], *keep, lines[end]]  # a block of ours alone goes
+        else:
+            at = mine[0] - 1 if mine else len(keep)
+            head = [lines[0], *keep[:at], line, *keep[at:], lines[end]]
+        new = "".join(head) + "".join(lines[end + 1 :])
+    else:
+        if split_frontmatter(text.replace("\r\n", "\n"))[2] != 1:
+            return None  # frontmatter of another kind (TOML, JSON, indented YAML): not ours to edit
+        if value is None:
+            return data
+        new = "---" + nl + line + "---" + nl + text
+    old_meta, old_body = _parsed(text)
+    new_meta, new_body = _parsed(new)
+    if old_meta is None or new_meta is None:
+        return None
+    old_meta.pop(key, None)
+    got = new_meta.pop(key, None)
+    if got != value or new_meta != old_meta or new_body != old_body:
+        return None
+    return bom + new.encode("utf-8")
+
+
+def _parsed(text: str) -> tuple[dict | None, str]:
+    """(frontmatter, body) as the indexer reads them; the body without the newline that ends
+    the closing fence. Frontmatter that does not parse cleanly comes back as None."""
+    from .notes import split_frontmatter
+
+    meta, body, first_line, errors = split_frontmatter(text.replace("\r\n", "\n"))
+    if first_line > 1 and body.startswith("\n"):
+        body = body[1:]
+    return (None if errors else meta), body
+
+
+def rewrite_note(path: Path, expect: bytes, new: bytes) -> bool:
+    """Replace the note at `path`, which must still hold exactly `expect`, with `new`:
+    atomically (temp file beside it, fsync, rename, fsync of the directory), keeping its mode
+    and its access and modification times (an undated topic chain is ordered by mtime). False,
+    and nothing written, when the file changed meanwhile, is a symlink, has other hard links or
+    belongs to another user."""
+    try:
+        st = os.lstat(path)
+        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.getuid():
+            return False
+        with open(path, "rb") as f:
+            if f.read(len(expect) + 1) != expect:
+                return False
+    except OSError:
+        return False
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=TEMP_SUFFIX)
+    try:
+        os.fchmod(fd, stat.S_IMODE(st.st_mode))
+        with os.fdopen(fd, "wb") as f:
+            f.write(new)
+            f.flush()
+            os.fsync(f.fileno())
+        os.utime(name, ns=(st.st_atime_ns, st.st_mtime_ns))
+        now = os.lstat(path)
+        if (now.st_ino, now.st_size, now.st_mtime_ns) != (st.st_ino, st.st_size, st.st_mtime_ns):
+            raise FileExistsError  # written to since we read it: leave it to the next pass
+        os.replace(name, path)
+    except (OSError, FileExistsError):
+        Path(name).unlink(missing_ok=True)
+        return False
+    _fsync_dir(path.parent)
+    return True
 
 
 def delete(path: Path) -> None:
