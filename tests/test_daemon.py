@@ -70,6 +70,29 @@ def test_supersession_follows_edits(daemon):
     daemon.wait_for(lambda: daemon.paths("deploy") == ["memory/v1.md"])
 
 
+def test_mark_superseded_follows_edits_without_feeding_back(daemon, tmp_path):
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text("[index]\nmark_superseded = true\n")
+    daemon.extra_env = {"VAULTMEM_CONFIG": str(cfg)}
+    v1 = daemon.vault / "memory/v1.md"
+    atomic_save(v1, note("deploy", "deploy by hand\n", date="2025-01-01"))
+    original = v1.read_bytes()
+    daemon.start()
+    atomic_save(daemon.vault / "memory/v2.md", note("deploy", "deploy with CI\n", date="2026-01-01"))
+    daemon.wait_for(lambda: b"superseded_by: memory/v2.md\n" in v1.read_bytes())
+
+    def seen():  # the daemon has read back what it wrote: no hit differs from its file
+        hits = daemon.request({"op": "query", "text": "deploy", "mode": "text", "history": True})["hits"]
+        return {(h["path"], h["current"], h["changed"]) for h in hits}
+    daemon.wait_for(lambda: seen() == {("memory/v2.md", True, False), ("memory/v1.md", False, False)})
+    generation = daemon.request({"op": "status"})["generation"]
+    time.sleep(0.5)  # its own write is read once, and starts nothing more
+    assert daemon.request({"op": "status"})["generation"] == generation
+    (daemon.vault / "memory/v2.md").unlink()
+    daemon.wait_for(lambda: v1.read_bytes() == original)
+    assert daemon.paths("deploy") == ["memory/v1.md"]
+
+
 def test_status_reports_generation_and_counts(daemon):
     atomic_save(daemon.vault / "memory/a.md", "one\n")
     daemon.start()

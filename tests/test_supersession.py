@@ -103,3 +103,107 @@ def test_incremental_recompute_equals_a_full_one(env, seed):
             idx.catalog.recompute_supersession()
             full = dict(idx.catalog.db.execute("SELECT key, superseded_by FROM notes").fetchall())
             assert got == full, f"step {step}: {action} on n{i}"
+
+
+# ------------------------------------------------------------ mark_superseded: state written into notes
+
+from vaultmem.writing import rewrite_note, set_frontmatter_key  # noqa: E402
+
+ORIGINALS = [
+    b"---\ntopic: deploy\ndate: 2024-01-01\n---\n\nDeploy with make.\n",
+    b"\xef\xbb\xbf---\r\ntopic: deploy\r\ntags: [ops, ci]\r\n---\r\nCRLF body\r\n",
+    b"# No frontmatter\n\nJust a body.\n",
+    b"---\ntopic: x\n---",  # closing fence at the very end, no body
+    "---\ntopic: 배포 절차\ndescription: |\n  superseded_by: inside a block, not a key\n---\n本文\n".encode(),
+]
+
+
+@pytest.mark.parametrize("original", ORIGINALS)
+def test_set_frontmatter_key_adds_one_line_and_removing_it_restores_every_byte(original):
+    from vaultmem.notes import split_frontmatter
+    marked = set_frontmatter_key(original, "superseded_by", "memory/deploy v2: final.md")
+    assert marked is not None and marked != original
+    added = [ln for ln in marked.splitlines() if ln not in original.splitlines()]
+    assert len(added) <= 3 and b"superseded_by: 'memory/deploy v2: final.md'" in added  # quoted: YAML-safe
+    meta, _, _, errors = split_frontmatter(marked.decode("utf-8-sig").replace("\r\n", "\n"))
+    assert meta["superseded_by"] == "memory/deploy v2: final.md" and not errors
+    assert set_frontmatter_key(marked, "superseded_by", "memory/deploy v2: final.md") == marked
+    moved = set_frontmatter_key(marked, "superseded_by", "memory/v3.md")
+    assert moved.count(b"superseded_by") == marked.count(b"superseded_by")  # replaced, not added
+    assert set_frontmatter_key(moved, "superseded_by", None) == original
+    assert set_frontmatter_key(original, "superseded_by", None) == original
+
+
+def test_set_frontmatter_key_replaces_a_multi_line_value_of_its_own_key():
+    data = b"---\ntopic: a\nsuperseded_by:\n  - x.md\n  - y.md\ntags: [t]\n---\nbody\n"
+    assert set_frontmatter_key(data, "superseded_by", "z.md") == b"---\ntopic: a\nsuperseded_by: z.md\ntags: [t]\n---\nbody\n"
+
+
+@pytest.mark.parametrize("data", [
+    b"+++\ntopic = 'a'\n+++\nbody\n",  # TOML
+    b'{\n  "topic": "a"\n}\nbody\n',  # JSON
+    b"---\ntopic: a: b: c\n---\nbody\n",  # YAML that does not parse
+    b"---\ntopic: a\nbody without a closing fence\n",
+    b"\xff\xfe not utf-8",
+    b"\n\n---\ntopic: a\n---\nindented frontmatter\n",
+])
+def test_set_frontmatter_key_refuses_what_it_cannot_edit_safely(data):
+    assert set_frontmatter_key(data, "superseded_by", "x.md") is None
+
+
+def test_rewrite_note_keeps_mode_and_mtime_and_refuses_a_changed_file_or_a_symlink(tmp_path):
+    import os
+    p = tmp_path / "n.md"
+    p.write_bytes(b"old\n")
+    os.chmod(p, 0o640)
+    os.utime(p, ns=(1_000_000_000_000_000_000, 1_500_000_000_000_000_000))
+    assert not rewrite_note(p, b"something else\n", b"new\n")  # the file is not what we read
+    assert p.read_bytes() == b"old\n"
+    assert rewrite_note(p, b"old\n", b"new\n")
+    st = p.stat()
+    assert p.read_bytes() == b"new\n" and (st.st_mode & 0o777) == 0o640
+    assert st.st_mtime_ns == 1_500_000_000_000_000_000
+    link = tmp_path / "link.md"
+    link.symlink_to(p)
+    assert not rewrite_note(link, b"new\n", b"newer\n") and p.read_bytes() == b"new\n"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["link.md", "n.md"]  # no temp file left
+
+
+def test_mark_superseded_writes_the_state_into_the_notes_and_takes_it_back(env):
+    import os
+    env.overrides = {"index": {"mark_superseded": True}}
+    # an undated chain, ordered by mtime: marking must not touch mtimes, or the order would flip
+    a = env.write("memory/a.md", note("deploy", "deploy by hand over ssh\n"), mtime=1_000_000)
+    b = env.write("memory/b.md", note("deploy", "deploy with the CI pipeline\n", tags="[ops]"), mtime=2_000_000)
+    c = env.write("memory/c.md", note("deploy", "deploy through Argo CD\n"), mtime=3_000_000)
+    old = env.write("memory/old.md", "An old note without frontmatter.\n", mtime=1_000_000)
+    new = env.write("memory/new.md", note(None, "It retires the old one.\n", supersedes="[memory/old.md]"))
+    original = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (a, b, c, old, new)}
+    report = env.sync()
+    assert report.marked == 3
+    for p, by in ((a, "memory/c.md"), (b, "memory/c.md"), (old, "memory/new.md")):
+        assert p.read_bytes().replace(f"superseded_by: {by}\n".encode(), b"").replace(b"---\n---\n", b"") \
+            == original[p][0]
+        assert p.stat().st_mtime_ns == original[p][1]
+    assert c.read_bytes() == original[c][0] and new.read_bytes() == original[new][0]
+    again = env.sync()
+    assert (again.updated, again.marked) == (0, 0)  # the index already read what it wrote
+    hist = {h.path: h for h in env.query("deploy", mode="text", history=True)}
+    assert [hist[p].current for p in ("memory/c.md", "memory/b.md", "memory/a.md")] == [True, False, False]
+    assert not any(h.changed or "superseded_by" in h.extra for h in hist.values())
+    c.unlink()  # b is current again: its line goes, a's now names b
+    assert env.sync().marked == 2
+    assert b.read_bytes() == original[b][0]
+    assert b"superseded_by: memory/b.md\n" in a.read_bytes()
+    new.unlink()
+    env.sync()
+    assert old.read_bytes() == original[old][0]
+    assert os.stat(old).st_mtime_ns == original[old][1]
+
+
+def test_notes_are_not_marked_unless_asked(env):
+    a = env.write("memory/a.md", note("deploy", "by hand\n", date="2024-01-01"))
+    env.write("memory/b.md", note("deploy", "with CI\n", date="2025-01-01"))
+    before = a.read_bytes()
+    assert env.sync().marked == 0
+    assert a.read_bytes() == before

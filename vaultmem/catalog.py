@@ -249,6 +249,14 @@ class Catalog:
         total_changes). Used to cache derived sets between commits."""
         return self.db.execute("PRAGMA data_version").fetchone()[0], self.db.total_changes
 
+    def marks(self) -> list[sqlite3.Row]:
+        """The notes whose `superseded_by` frontmatter line may disagree with their state (for
+        `mark_superseded`): the superseded ones, and the ones whose frontmatter has the key."""
+        return self.db.execute(
+            "SELECT key, vault, path, hash, superseded_by, meta FROM notes WHERE status='ok' AND "
+            "(superseded_by IS NOT NULL OR "
+            "(json_valid(meta) AND json_extract(meta, '$.superseded_by') IS NOT NULL))").fetchall()
+
     def superseded(self) -> frozenset[str]:
         """Keys of superseded notes; the same object is returned until the catalog changes."""
         v = self.version()

@@ -32,6 +32,7 @@ DEFAULTS: dict[str, Any] = {
         "chunk_chars": 1500,
         "preview_chars": 500,
         "batch_files": 256,
+        "mark_superseded": False,
     },
     "embedder": {
         "kind": "use",  # use (bundled, offline) | ollama | openai
@@ -109,6 +110,7 @@ class IndexSettings:
     chunk_chars: int
     preview_chars: int
     batch_files: int
+    mark_superseded: bool
 
 
 @dataclass(frozen=True)

@@ -484,7 +484,7 @@ class Daemon:
                     paths.setdefault(w.vault, set()).add(w.rel)
             for name, rels in paths.items():
                 r = self.writer.update(self.vaults[name], rels)
-                for k in ("added", "updated", "removed", "skipped", "chunks_embedded", "chunks_reused"):
+                for k in ("added", "updated", "removed", "skipped", "chunks_embedded", "chunks_reused", "marked"):
                     setattr(report, k, getattr(report, k) + getattr(r, k))
                 report.problems.update(r.problems)
                 report.moved.update(r.moved)
@@ -492,6 +492,8 @@ class Daemon:
                 log.info("applied %d changed path(s) in %.0f ms: %d added, %d updated, %d removed, %d skipped; "
                          "%d chunks embedded", sum(len(r) for r in paths.values()), (time.perf_counter() - t0) * 1000,
                          report.added, report.updated, report.removed, report.skipped, report.chunks_embedded)
+                if report.marked:
+                    log.info("superseded_by line updated in %d note(s) (mark_superseded)", report.marked)
                 for key, reason in report.problems.items():
                     log.warning("skipped %s: %s", key, reason)
         if report.moved and self.usage is not None:

@@ -5,13 +5,15 @@ Sync reads only files whose size or mtime changed (then compares content hashes)
 chunk texts whose hash has no stored vector, and writes each batch of files crash-safely: the
 notes are marked pending in the catalog, the engines are changed and committed, then the catalog
 records the result and clears the marks. A restart after a crash redoes the pending notes.
-Notes are only ever read here.
+Notes are only ever read here, except that with `mark_superseded` turned on (off by default)
+each note's `superseded_by` frontmatter line is kept in line with its state, through writing.py.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import logging
 import os
 import sys
@@ -27,6 +29,7 @@ from .embedders import Embedder, make_embedder
 from .errors import IndexMissingError, VaultmemError
 from .fulltext import FullText
 from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
+from . import writing
 from .scan import ScannedFile, is_note_path, scan_vault, stat_file
 
 log = logging.getLogger(__name__)
@@ -42,6 +45,7 @@ class SyncReport:
     skipped: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
+    marked: int = 0  # notes whose superseded_by line was written (mark_superseded)
     seconds: float = 0.0
     problems: dict[str, str] = field(default_factory=dict)
     moved: dict[str, str] = field(default_factory=dict)  # old key -> new key: same bytes, new path
@@ -55,7 +59,8 @@ class SyncReport:
             f"{self.files} files: {self.added} added, {self.updated} updated, {self.removed} removed, "
             f"{self.unchanged} unchanged, {self.skipped} skipped; {self.chunks_embedded} chunks embedded, "
             f"{self.chunks_reused} reused; {self.seconds:.2f}s"
-        ) + (f"; {len(self.moved)} moved" if self.moved else "")
+        ) + (f"; {len(self.moved)} moved" if self.moved else "") + (
+            f"; superseded_by line updated in {self.marked} note{'s' if self.marked != 1 else ''}" if self.marked else "")
 
 
 def embedder_identity(settings: Settings) -> tuple[str, int]:
@@ -93,6 +98,8 @@ class VaultIndex:
         self._vectors = None
         self._vectors_owner = share_vectors_of
         self._embedder: Embedder | None = None
+        self._marking = False  # re-reading the notes mark_superseded wrote
+        self._unmarkable: set[str] = set()
 
     def _take_lock(self) -> None:
         fd = os.open(self.state_dir / "writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -240,6 +247,46 @@ class VaultIndex:
                 self.catalog.recompute_supersession(before[0] | after[0], before[1] | after[1])
             else:
                 self.catalog.recompute_supersession()
+            if self.settings.index.mark_superseded and not self._marking:
+                self._mark_superseded(report)
+
+    def _mark_superseded(self, report: SyncReport) -> None:
+        """The user turned `mark_superseded` on: make each note's `superseded_by` frontmatter
+        line say what the catalog says (the superseding note's vault-relative path, or no line
+        when the note is current), then re-read the notes written so the index matches them.
+        A note edited since it was indexed waits for the next pass; one whose frontmatter
+        cannot be edited safely is left alone, and said once."""
+        vaults = {v.name: v for v in self.vaults()}
+        written: dict[str, set[str]] = {}
+        for row in self.catalog.marks():
+            by = row["superseded_by"]
+            want = None if by is None else by.split(":", 1)[1] if by.split(":", 1)[0] == row["vault"] else by
+            if json.loads(row["meta"] or "{}").get("superseded_by") == want or row["vault"] not in vaults:
+                continue
+            path = vaults[row["vault"]].root / row["path"]
+            try:
+                data = path.read_bytes()
+            except OSError:
+                continue
+            if hashlib.blake2b(data, digest_size=16).hexdigest() != row["hash"]:
+                continue
+            new = writing.set_frontmatter_key(data, "superseded_by", want)
+            if new is None:
+                if row["key"] not in self._unmarkable:
+                    self._unmarkable.add(row["key"])
+                    log.warning("not marking %s as superseded: its frontmatter is not plain YAML at the top "
+                                "of the file, or the file is not UTF-8", path)
+                continue
+            if writing.rewrite_note(path, data, new):
+                written.setdefault(row["vault"], set()).add(row["path"])
+                report.marked += 1
+        self._marking = True
+        try:
+            for name, paths in written.items():
+                self.catalog.mark_pending(f"{name}:{p}" for p in paths)  # re-read even if the stat matches
+                self.update(vaults[name], paths)
+        finally:
+            self._marking = False
 
     def _read(self, s: ScannedFile) -> tuple[bytes | None, str | None]:
         if s.size > self.settings.index.max_file_bytes:

@@ -70,7 +70,9 @@ PIPELINE_VERSION = 6
 
 CLAUDE_KEYS = {"name", "description", "type"}
 # Keys vaultmem interprets; every other frontmatter key is kept and shown as it is (`extra`).
-KNOWN_KEYS = {"topic", "tags", "kind", "date", "importance", "supersedes", "entities", "metadata", "id"} | CLAUDE_KEYS
+KNOWN_KEYS = ({"topic", "tags", "kind", "date", "importance", "supersedes", "entities", "metadata", "id",
+               "superseded_by"}  # written by vaultmem itself (mark_superseded), never read as a rule
+              | CLAUDE_KEYS)
 
 
 def extra_keys(meta: dict[str, Any]) -> dict[str, Any]:
