@@ -207,3 +207,29 @@ def test_notes_are_not_marked_unless_asked(env):
     before = a.read_bytes()
     assert env.sync().marked == 0
     assert a.read_bytes() == before
+
+
+def test_killed_between_marking_and_re_reading_the_next_sync_reads_the_note_again(env, monkeypatch):
+    import json
+    from vaultmem.index import VaultIndex
+    env.overrides = {"index": {"mark_superseded": True}}
+    a = env.write("memory/a.md", note("deploy", "by hand\n", date="2024-01-01"))
+    env.write("memory/b1.md", note("deploy", "with CI\n", date="2025-01-01"))
+    env.sync()
+    size = a.stat().st_size
+    env.write("memory/b2.md", note("deploy", "with Argo\n", date="2026-01-01"))
+
+    def killed(self, vault, paths):
+        if self._marking:
+            raise KeyboardInterrupt  # as if killed after the write, before the re-read
+        return real(self, vault, paths)
+    real = VaultIndex.update
+    monkeypatch.setattr(VaultIndex, "update", killed)
+    with pytest.raises(KeyboardInterrupt):
+        env.sync()
+    monkeypatch.setattr(VaultIndex, "update", real)
+    assert b"superseded_by: memory/b2.md\n" in a.read_bytes() and a.stat().st_size == size  # same size, same mtime
+    env.sync()
+    with VaultIndex(env.settings()) as idx:
+        meta = json.loads(idx.catalog.notes(["v:memory/a.md"])["v:memory/a.md"]["meta"])
+    assert meta["superseded_by"] == "memory/b2.md"

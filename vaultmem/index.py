@@ -277,13 +277,14 @@ class VaultIndex:
                     log.warning("not marking %s as superseded: its frontmatter is not plain YAML at the top "
                                 "of the file, or the file is not UTF-8", path)
                 continue
-            if writing.rewrite_note(path, data, new):
-                written.setdefault(row["vault"], set()).add(row["path"])
-                report.marked += 1
+            # pending first: killed after the write, the next start re-reads the note even if
+            # its size and mtime (kept) match the catalog
+            self.catalog.mark_pending([row["key"]])
+            written.setdefault(row["vault"], set()).add(row["path"])
+            report.marked += writing.rewrite_note(path, data, new)
         self._marking = True
         try:
             for name, paths in written.items():
-                self.catalog.mark_pending(f"{name}:{p}" for p in paths)  # re-read even if the stat matches
                 self.update(vaults[name], paths)
         finally:
             self._marking = False
