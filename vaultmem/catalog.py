@@ -250,12 +250,20 @@ class Catalog:
         return self.db.execute("PRAGMA data_version").fetchone()[0], self.db.total_changes
 
     def marks(self) -> list[sqlite3.Row]:
-        """The notes whose `superseded_by` frontmatter line may disagree with their state (for
-        `mark_superseded`): the superseded ones, and the ones whose frontmatter has the key."""
-        return self.db.execute(
-            "SELECT key, vault, path, hash, superseded_by, meta FROM notes WHERE status='ok' AND "
-            "(superseded_by IS NOT NULL OR "
-            "(json_valid(meta) AND json_extract(meta, '$.superseded_by') IS NOT NULL))").fetchall()
+        """The notes whose `superseded_by` frontmatter value disagrees with their state (for
+        `mark_superseded`), with `want`: the superseding note's path (its key when in another
+        vault), or NULL for a current note. Compared in SQL: usually no row comes back, and
+        10,000 notes take a few milliseconds."""
+        return self.db.execute("""
+            SELECT key, vault, path, hash, want FROM (
+                SELECT key, vault, path, hash, meta,
+                       CASE WHEN superseded_by IS NULL THEN NULL
+                            WHEN substr(superseded_by, 1, length(vault) + 1) = vault || ':'
+                                THEN substr(superseded_by, length(vault) + 2)
+                            ELSE superseded_by END AS want
+                FROM notes WHERE status = 'ok')
+            WHERE want IS NOT (CASE WHEN json_valid(meta) THEN json_extract(meta, '$.superseded_by') END)
+        """).fetchall()
 
     def superseded(self) -> frozenset[str]:
         """Keys of superseded notes; the same object is returned until the catalog changes."""

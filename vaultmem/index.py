@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import logging
 import os
 import sys
@@ -259,9 +258,8 @@ class VaultIndex:
         vaults = {v.name: v for v in self.vaults()}
         written: dict[str, set[str]] = {}
         for row in self.catalog.marks():
-            by = row["superseded_by"]
-            want = None if by is None else by.split(":", 1)[1] if by.split(":", 1)[0] == row["vault"] else by
-            if json.loads(row["meta"] or "{}").get("superseded_by") == want or row["vault"] not in vaults:
+            want = row["want"]
+            if row["vault"] not in vaults:
                 continue
             path = vaults[row["vault"]].root / row["path"]
             try:
