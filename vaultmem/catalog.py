@@ -118,12 +118,13 @@ class Catalog:
 
     def files(self, vault: str, under: str | None = None) -> dict[str, FileState]:
         """Known files of a vault, or only the file or directory `under` (vault-relative)."""
-        sql = "SELECT key, size, mtime_ns, hash, status FROM notes WHERE vault=?"
-        args: list[Any] = [vault]
-        if under:  # the file itself, or everything below the directory (an index range scan)
-            sql += " AND (path=? OR (path>=? AND path<?))"
-            args += [under, under + "/", under + "0"]
-        rows = self.db.execute(sql, args)
+        cols = "SELECT key, size, mtime_ns, hash, status FROM notes WHERE vault=?"
+        if under:  # the file itself, or everything below the directory: two index lookups (the
+            # same test joined by OR scanned the whole vault, 6 ms a path at 10,000 notes)
+            rows = self.db.execute(f"{cols} AND path=? UNION ALL {cols} AND path>=? AND path<?",
+                                   (vault, under, vault, under + "/", under + "0"))
+        else:
+            rows = self.db.execute(cols, (vault,))
         return {r[0]: FileState(r[1], r[2], r[3], r[4]) for r in rows}
 
     def pending(self) -> set[str]:
