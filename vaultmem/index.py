@@ -256,9 +256,8 @@ class VaultIndex:
         A note edited since it was indexed waits for the next pass; one whose frontmatter
         cannot be edited safely is left alone, and said once."""
         vaults = {v.name: v for v in self.vaults()}
-        written: dict[str, set[str]] = {}
+        edits = []
         for row in self.catalog.marks():
-            want = row["want"]
             if row["vault"] not in vaults:
                 continue
             path = vaults[row["vault"]].root / row["path"]
@@ -268,18 +267,24 @@ class VaultIndex:
                 continue
             if hashlib.blake2b(data, digest_size=16).hexdigest() != row["hash"]:
                 continue
-            new = writing.set_frontmatter_key(data, "superseded_by", want)
+            new = writing.set_frontmatter_key(data, "superseded_by", row["want"])
             if new is None:
                 if row["key"] not in self._unmarkable:
                     self._unmarkable.add(row["key"])
                     log.warning("not marking %s as superseded: its frontmatter is not plain YAML at the top "
                                 "of the file, or the file is not UTF-8", path)
                 continue
-            # pending first: killed after the write, the next start re-reads the note even if
-            # its size and mtime (kept) match the catalog
-            self.catalog.mark_pending([row["key"]])
+            edits.append((row, path, data, new))
+        if not edits:
+            return
+        # pending first: killed after a write, the next start re-reads the note even though its
+        # size and mtime (both kept) may match the catalog
+        self.catalog.mark_pending([row["key"] for row, _, _, _ in edits])
+        written: dict[str, set[str]] = {}
+        for row, path, data, new in edits:
             written.setdefault(row["vault"], set()).add(row["path"])
-            report.marked += writing.rewrite_note(path, data, new)
+            report.marked += writing.rewrite_note(path, data, new, sync_dir=False)
+        writing.sync_dirs({path.parent for _, path, _, _ in edits})
         self._marking = True
         try:
             for name, paths in written.items():

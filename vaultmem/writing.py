@@ -210,12 +210,13 @@ def _parsed(text: str) -> tuple[dict | None, str]:
     return (None if errors else meta), body
 
 
-def rewrite_note(path: Path, expect: bytes, new: bytes) -> bool:
+def rewrite_note(path: Path, expect: bytes, new: bytes, sync_dir: bool = True) -> bool:
     """Replace the note at `path`, which must still hold exactly `expect`, with `new`:
     atomically (temp file beside it, fsync, rename, fsync of the directory), keeping its mode
     and its access and modification times (an undated topic chain is ordered by mtime). False,
     and nothing written, when the file changed meanwhile, is a symlink, has other hard links or
-    belongs to another user."""
+    belongs to another user. `sync_dir` False: the caller fsyncs the directory (`sync_dirs`)
+    after a batch; until then a crash may undo the rename, never tear the note."""
     try:
         st = os.lstat(path)
         if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.getuid():
@@ -240,8 +241,14 @@ def rewrite_note(path: Path, expect: bytes, new: bytes) -> bool:
     except (OSError, FileExistsError):
         Path(name).unlink(missing_ok=True)
         return False
-    _fsync_dir(path.parent)
+    if sync_dir:
+        _fsync_dir(path.parent)
     return True
+
+
+def sync_dirs(directories: set[Path]) -> None:
+    for d in directories:
+        _fsync_dir(d)
 
 
 def delete(path: Path) -> None:
