@@ -126,6 +126,19 @@ def test_a_word_no_note_has_is_looked_up_by_its_trigrams(env):
     assert env.query('"educaton"', mode="text") == []  # a quoted word is matched exactly
 
 
+def test_a_long_query_looks_up_only_its_longest_unknown_words(env):
+    from vaultmem.fulltext import LOOSE_MAX_WORDS
+    env.write("memory/edu.md", note("edu", "Caroline wants to go back into education and counseling.\n"))
+    env.sync()
+    words = ["zzqa", "educaton", "qqzzx", "carolinne", "wxyzvb", "zzqqxxyy", "qzqz"]
+    from vaultmem.index import VaultIndex
+    from vaultmem.search import Query, Searcher
+    with VaultIndex(env.settings()) as idx:
+        _, info = Searcher(idx).search(Query(" ".join(words), mode="text"))
+    assert len(words) > LOOSE_MAX_WORDS == 4
+    assert info["unknown_words"] == ["educaton", "carolinne", "wxyzvb", "zzqqxxyy"]  # longest, in query order
+
+
 def test_word_trigrams_skip_numbers_short_and_overlong_words():
     from vaultmem.text import word_trigrams
     assert word_trigrams("go to 2024 api") == ["^ap", "api", "pi$"]

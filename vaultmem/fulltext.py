@@ -45,6 +45,12 @@ LOOSE_MIN_CHARS = 4
 # text search with them, 2.3 ms without. The dev sets (under 1,200 chunks) lose none.
 LOOSE_COMMON_SHARE = 0.1
 LOOSE_COMMON_DOCS = 1000
+# At most this many unknown words of one query are looked up, the longest first. A long query
+# (the session-start hook sends the project's recent commit subjects) can carry dozens, and
+# among many words a typo matters little. On the 10,000-note bench vault a hook query with 25
+# took 570 ms through the daemon, nearly all of it marking look-alikes in 30 snippets; with 4
+# (and those checks cached) 28 ms, against 20 ms with none. No dev-set query has more than 3.
+LOOSE_MAX_WORDS = 4
 
 
 def _has_digit(word: str) -> bool:
@@ -248,12 +254,16 @@ class FullText:
         return tantivy.Query.boolean_query(clauses)
 
     def unknown_words(self, tq: TextQuery) -> list[str]:
-        """The query words (four letters or more, no digit) whose term no note has: looked up by
-        trigrams."""
+        """The query words (four letters or more, no digit) whose term no note has, looked up by
+        trigrams: the LOOSE_MAX_WORDS longest, in query order."""
         if not tq.loose:
             return []
         searcher = self.index.searcher()
-        return [word for word, term in tq.loose if searcher.doc_freq("words", term) == 0]
+        unknown = [word for word, term in tq.loose if searcher.doc_freq("words", term) == 0]
+        if len(unknown) > LOOSE_MAX_WORDS:
+            longest = set(sorted(unknown, key=len, reverse=True)[:LOOSE_MAX_WORDS])
+            unknown = [w for w in unknown if w in longest][:LOOSE_MAX_WORDS]
+        return unknown
 
     def _loose(self, tq: TextQuery) -> list[tantivy.Query]:
         """Trigram clauses for the query words whose term no note has."""

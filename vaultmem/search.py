@@ -22,6 +22,7 @@ usage records (which notes were returned, for which task).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -366,6 +367,7 @@ def _changed(root, row) -> bool:
     return (st.st_size, st.st_mtime_ns) != (row["size"], row["mtime_ns"])
 
 
+@functools.lru_cache(maxsize=8192)  # a query's hits share their words: each pair is worked out once
 def _spelled_alike(a: str, b: str) -> bool:
     """Two words one typo apart (two for words over six letters; a swap of neighbours counts as
     one: "pytset" and "pytest"), or with 40% or more of their trigrams in common ("educaton" and
