@@ -143,3 +143,12 @@ def test_yaml_toml_and_json_frontmatter(name, meta, body_start):
 def test_quoted_scalar_followed_by_text_is_salvaged():
     n = parse_note("v", "memory/q.md", (FIXTURES / "quoted-then-text.md").read_bytes())
     assert n.errors and n.topic == "odd" and "Body survives." in n.chunks[0].text
+
+
+def test_the_embedder_reads_the_text_without_markdown_markup():
+    from vaultmem.notes import embed_text, index_text
+    data = b"# Chat\n\n**Caroline** (D1:3): see [the guide](https://x.example/a_b) and `make ship`, __now__.\n"
+    n = parse_note("v", "memory/chat.md", data)
+    chunk = n.chunks[0]
+    assert embed_text(n, chunk).endswith("# Chat\n\nCaroline (D1:3): see the guide and make ship, now.")
+    assert "**Caroline**" in index_text(n, chunk) and "https://x.example/a_b" in index_text(n, chunk)

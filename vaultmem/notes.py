@@ -66,7 +66,7 @@ def note_key(vault: str, path: str) -> str:
 
 # Bump when parsing, chunking, index_text, embed_text or what the full-text index keeps of them
 # change: every note is then re-read (vectors of unchanged text are still reused by content hash).
-PIPELINE_VERSION = 6
+PIPELINE_VERSION = 7
 
 CLAUDE_KEYS = {"name", "description", "type"}
 # Keys vaultmem interprets; every other frontmatter key is kept and shown as it is (`extra`).
@@ -423,11 +423,19 @@ def index_text(note: Note, chunk: Chunk) -> str:
     return f"{head}\n{chunk.text}"
 
 
+# Markdown markup a sentence encoder reads as words: bold/underline markers, backticks, and a
+# link's target (its text stays). Heading markers stay: dropping them too cost JSQuAD.
+_EMPHASIS = re.compile(r"\*\*|__|`")
+_LINK = re.compile(r"\[([^\]\n]*)\]\([^)\n]*\)")
+
+
 def embed_text(note: Note, chunk: Chunk) -> str:
     """What the embedder reads for a chunk (policy in one place; measured with bench/eval.py).
-    The same text as the full-text index: dropping the file name, topic and headings lowered
-    LoCoMo vector R@5 from 0.601 to 0.573, since headings carry names and dates."""
-    return index_text(note, chunk)
+    The full-text index's text (dropping the file name, topic and headings lowered LoCoMo
+    vector R@5 from 0.601 to 0.573, since headings carry names and dates) without the markup
+    in _EMPHASIS and _LINK: vector R@5 LoCoMo turns 0.618 -> 0.642, session 0.747 -> 0.786,
+    JSQuAD 0.853 unchanged; hybrid 0.897 -> 0.896, 0.955 -> 0.959, 0.970 unchanged."""
+    return _LINK.sub(r"\1", _EMPHASIS.sub("", index_text(note, chunk)))
 
 
 def content_hash(text: str) -> str:
