@@ -233,3 +233,25 @@ def test_killed_between_marking_and_re_reading_the_next_sync_reads_the_note_agai
     with VaultIndex(env.settings()) as idx:
         meta = json.loads(idx.catalog.notes(["v:memory/a.md"])["v:memory/a.md"]["meta"])
     assert meta["superseded_by"] == "memory/b2.md"
+
+
+def test_mark_superseded_leaves_symlinks_and_foreign_frontmatter_alone_and_says_so(env, tmp_path, caplog):
+    import logging
+    env.overrides = {"index": {"mark_superseded": True}}
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("---\ntopic: deploy\ndate: 2024-01-01\n---\nlinked in\n")
+    (env.vault / "memory").mkdir(parents=True)
+    (env.vault / "memory/linked.md").symlink_to(outside)
+    toml = env.write("memory/toml.md", "+++\ntopic = 'deploy'\ndate = 2024-02-01\n+++\nTOML frontmatter\n")
+    plain = env.write("memory/plain.md", note("deploy", "plain\n", date="2024-03-01"))
+    env.write("memory/new.md", note("deploy", "newest\n", date="2025-01-01"))
+    before = (outside.read_bytes(), toml.read_bytes())
+    from vaultmem.index import VaultIndex
+    s = env.settings()
+    with caplog.at_level(logging.WARNING, logger="vaultmem.index"), VaultIndex(s, writable=True) as idx:
+        assert idx.sync(list(s.vaults)).marked == 1
+        assert idx.sync(list(s.vaults)).marked == 0  # said once, not on every pass (the daemon's case)
+    assert b"superseded_by: memory/new.md" in plain.read_bytes()
+    assert (outside.read_bytes(), toml.read_bytes()) == before
+    said = [r.getMessage() for r in caplog.records if "mark_superseded" in r.getMessage()]
+    assert len(said) == 2 and any("symlink" in m for m in said) and any("not plain YAML" in m for m in said)

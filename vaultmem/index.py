@@ -98,7 +98,7 @@ class VaultIndex:
         self._vectors_owner = share_vectors_of
         self._embedder: Embedder | None = None
         self._marking = False  # re-reading the notes mark_superseded wrote
-        self._unmarkable: set[str] = set()
+        self._unmarkable: dict[str, str] = {}  # note -> the content mark_superseded gave up on
 
     def _take_lock(self) -> None:
         fd = os.open(self.state_dir / "writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
@@ -253,15 +253,19 @@ class VaultIndex:
         """The user turned `mark_superseded` on: make each note's `superseded_by` frontmatter
         line say what the catalog says (the superseding note's vault-relative path, or no line
         when the note is current), then re-read the notes written so the index matches them.
-        A note edited since it was indexed waits for the next pass; one whose frontmatter
-        cannot be edited safely is left alone, and said once."""
+        A note edited since it was indexed waits for the next pass; one that cannot be edited
+        safely (writing.not_rewritable, or frontmatter set_frontmatter_key refuses) is left
+        alone and said once, until its content changes."""
         vaults = {v.name: v for v in self.vaults()}
         edits = []
         for row in self.catalog.marks():
             if row["vault"] not in vaults:
                 continue
+            if self._unmarkable.get(row["key"]) == row["hash"]:
+                continue
             path = vaults[row["vault"]].root / row["path"]
             try:
+                why = writing.not_rewritable(os.lstat(path))
                 data = path.read_bytes()
             except OSError:
                 continue
@@ -269,10 +273,10 @@ class VaultIndex:
                 continue
             new = writing.set_frontmatter_key(data, "superseded_by", row["want"])
             if new is None:
-                if row["key"] not in self._unmarkable:
-                    self._unmarkable.add(row["key"])
-                    log.warning("not marking %s as superseded: its frontmatter is not plain YAML at the top "
-                                "of the file, or the file is not UTF-8", path)
+                why = "its frontmatter is not plain YAML at the top of the file, or it is not UTF-8"
+            if why:
+                self._unmarkable[row["key"]] = row["hash"]
+                log.warning("mark_superseded: leaving %s as it is: %s", path, why)
                 continue
             edits.append((row, path, data, new))
         if not edits:

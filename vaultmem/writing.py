@@ -210,6 +210,19 @@ def _parsed(text: str) -> tuple[dict | None, str]:
     return (None if errors else meta), body
 
 
+def not_rewritable(st: os.stat_result) -> str | None:
+    """Why a note with this lstat must not be replaced by rewrite_note, or None."""
+    if stat.S_ISLNK(st.st_mode):
+        return "it is a symlink"
+    if not stat.S_ISREG(st.st_mode):
+        return "it is not a regular file"
+    if st.st_nlink != 1:
+        return "it has other hard links, which a replacement would split off"
+    if st.st_uid != os.getuid():
+        return "it belongs to another user"
+    return None
+
+
 def rewrite_note(path: Path, expect: bytes, new: bytes, sync_dir: bool = True) -> bool:
     """Replace the note at `path`, which must still hold exactly `expect`, with `new`:
     atomically (temp file beside it, fsync, rename, fsync of the directory), keeping its mode
@@ -219,7 +232,7 @@ def rewrite_note(path: Path, expect: bytes, new: bytes, sync_dir: bool = True) -
     after a batch; until then a crash may undo the rename, never tear the note."""
     try:
         st = os.lstat(path)
-        if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != os.getuid():
+        if not_rewritable(st):
             return False
         with open(path, "rb") as f:
             if f.read(len(expect) + 1) != expect:
