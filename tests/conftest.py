@@ -3,9 +3,12 @@ real index (Tantivy, LanceDB, the bundled embedder) at a temp state dir."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -82,6 +85,9 @@ def run_cli(*args: str, input: str | None = None, env: dict | None = None) -> su
 
 
 STARTED: list = []  # every daemon a test started, so none outlives the session
+# The daemons' cache (the model's word table as a file map): one for the session, never ~/.cache.
+CACHE = Path(tempfile.mkdtemp(prefix="vaultmem-test-cache-"))
+atexit.register(shutil.rmtree, CACHE, True)
 
 
 class DaemonProc:
@@ -97,6 +103,7 @@ class DaemonProc:
         e = dict(os.environ)
         e.pop("NOTIFY_SOCKET", None)
         e["XDG_CONFIG_HOME"] = "/nonexistent-vaultmem-test"
+        e["XDG_CACHE_HOME"] = str(CACHE)
         e.update(self.extra_env)
         self._logf = open(self.log, "ab")
         self.proc = subprocess.Popen(

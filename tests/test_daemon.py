@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import DaemonProc, atomic_save, note, run_cli
+from conftest import CACHE, DaemonProc, atomic_save, note, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -102,6 +102,9 @@ def test_status_reports_generation_and_counts(daemon):
     atomic_save(daemon.vault / "memory/b.md", "two\n")
     daemon.wait_for(lambda: daemon.request({"op": "status"})["generation"] > gen)
     assert daemon.request({"op": "status"})["notes"] == 2
+    # once warm, the model's word table is served from a file map in the cache dir
+    daemon.wait_for(lambda: "served from a file map" in daemon.log.read_text(), timeout=60)
+    assert list(CACHE.glob("vaultmem/use-table-*.npy"))
 
 
 def test_socket_is_private_and_survives_bad_clients(daemon):

@@ -157,3 +157,23 @@ def test_an_unknown_older_catalog_is_rebuilt_from_the_notes(env):
     report = env.sync()
     assert report.added == 1
     assert [h.path for h in env.query("aardvark", mode="text")] == ["memory/a.md"]
+
+
+def test_the_model_table_can_be_served_from_a_file_map_with_the_same_vectors(tmp_path):
+    import numpy as np
+    from vaultmem.embedders import UseEmbedder
+    emb = UseEmbedder()
+    texts = ["deploy with make ship", "배포는 금요일에 하지 않는다", "デプロイ手順は金曜日に行わない"]
+    before = emb.embed(texts)
+    backend = emb._model._backend
+    heap = backend.table
+    try:
+        assert emb.map_table(tmp_path / "cache") == heap.nbytes  # the daemon's call after warm-up
+        assert isinstance(backend.table, np.memmap)
+        assert np.array_equal(emb.embed(texts), before)
+        assert emb.map_table(tmp_path / "cache") == 0  # already mapped: nothing to release
+        backend.table = heap
+        assert emb.map_table(tmp_path / "cache") == heap.nbytes  # the file is reused, not rewritten
+        assert len(list((tmp_path / "cache").iterdir())) == 1
+    finally:
+        backend.table = heap

@@ -202,6 +202,13 @@ def default_config_path() -> Path:
     return Path(base) / "vaultmem" / "vaultmem.toml"
 
 
+def cache_dir() -> Path:
+    """Where vaultmem keeps files it can always make again (the model's word table as a file
+    map): $XDG_CACHE_HOME/vaultmem, shared by every state dir."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "vaultmem"
+
+
 def default_state_dir() -> Path:
     base = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
     return Path(base) / "vaultmem"

@@ -33,7 +33,7 @@ from watchdog.observers import Observer
 
 from . import __version__, inventory, ops
 from .client import Client, DaemonUnavailable
-from .config import Settings, Vault
+from .config import Settings, Vault, cache_dir
 from .errors import VaultmemError
 from .index import SyncReport, VaultIndex, embedder_identity
 from .scan import dir_excluded, is_note_path, relpath_in
@@ -298,7 +298,8 @@ class Daemon:
 
     def start(self) -> None:
         _limit_malloc_arenas()
-        self.writer = VaultIndex(self.settings, writable=True)
+        # a long-lived process: the model's word table is served from a file map (embedders.py)
+        self.writer = VaultIndex(self.settings, writable=True, model_cache=cache_dir())
         vaults = list(self.settings.vaults) or self.writer.vaults()
         if not vaults:
             self.writer.close()
@@ -306,7 +307,7 @@ class Daemon:
         for v in vaults:
             self.writer.catalog.put_vault(v)
         self.vaults = {v.name: v for v in vaults}
-        self.reader = VaultIndex(self.settings, writable=False, share_vectors_of=self.writer)
+        self.reader = VaultIndex(self.settings, writable=False, share_vectors_of=self.writer, model_cache=cache_dir())
         self.usage = Usage(self.settings.state_dir)
         self.searcher = Searcher(self.reader, self.usage)
         self.ctx = _Context(self)

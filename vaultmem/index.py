@@ -18,6 +18,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -72,9 +73,12 @@ def embedder_identity(settings: Settings) -> tuple[str, int]:
 class VaultIndex:
     """An opened state directory. `writable` takes the writer lock (one writer at a time)."""
 
-    def __init__(self, settings: Settings, writable: bool = False, share_vectors_of: "VaultIndex | None" = None):
+    def __init__(self, settings: Settings, writable: bool = False, share_vectors_of: "VaultIndex | None" = None,
+                 model_cache: Path | None = None):
         """`share_vectors_of`: use another VaultIndex's vector table (the daemon's reader shares
-        the writer's, so its in-memory copy is always the one just written)."""
+        the writer's, so its in-memory copy is always the one just written). `model_cache`: a
+        directory where the embedder may keep a file to map part of its model from (the daemon
+        passes one; a short-lived command has no use for it)."""
         self.settings = settings
         self.state_dir = settings.state_dir
         self.writable = writable
@@ -97,6 +101,7 @@ class VaultIndex:
         self._vectors = None
         self._vectors_owner = share_vectors_of
         self._embedder: Embedder | None = None
+        self._model_cache = model_cache
         self._marking = False  # re-reading the notes mark_superseded wrote
         self._unmarkable: dict[str, str] = {}  # note -> the content mark_superseded gave up on
 
@@ -129,7 +134,13 @@ class VaultIndex:
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = make_embedder(self.settings.embedder)
+            embedder = make_embedder(self.settings.embedder)
+            if self._model_cache is not None and hasattr(embedder, "map_table"):
+                released = embedder.map_table(self._model_cache)
+                if released:
+                    log.info("the embedding model's word table (%d MB) is served from a file map in %s",
+                             released >> 20, self._model_cache)
+            self._embedder = embedder
         return self._embedder
 
     @property
