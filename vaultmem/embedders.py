@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import tempfile
 import threading
 import urllib.error
 import urllib.request
@@ -25,6 +24,7 @@ import numpy as np
 
 from .config import EmbedderSettings
 from .errors import ConfigError, EmbedderError
+from .writing import replace_file
 
 log = logging.getLogger(__name__)
 
@@ -106,19 +106,9 @@ class UseEmbedder:
         path = directory / f"use-table-{table.shape[0]}x{table.shape[1]}-{digest}.npy"
         try:
             if not path.is_file():
-                directory.mkdir(parents=True, exist_ok=True)
                 for old in directory.glob("use-table-*.npy"):  # from another version of the model
                     old.unlink()
-                fd, tmp = tempfile.mkstemp(dir=directory, prefix=".use-table.", suffix=".tmp")
-                try:
-                    with os.fdopen(fd, "wb") as f:
-                        np.save(f, table)
-                        f.flush()
-                        os.fsync(f.fileno())
-                    os.replace(tmp, path)
-                except BaseException:
-                    Path(tmp).unlink(missing_ok=True)
-                    raise
+                replace_file(path, lambda f: np.save(f, table))
             mapped = np.load(path, mmap_mode="r")
         except (OSError, ValueError) as err:
             log.warning("keeping the embedding table in memory: %s", err)

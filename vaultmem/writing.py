@@ -1,9 +1,9 @@
 """Writing files safely, and the only code that writes into a vault, and only when the user
 asks: a new note for `vaultmem remember`, a deleted file for `vaultmem forget --delete`, and,
 when the user turned `mark_superseded` on, one frontmatter line (`set_frontmatter_key`,
-`rewrite_note`). Everything else in vaultmem reads notes and never changes them. vaultmem's own files outside
-the index (inventory reports, the Claude Code settings entry it installs) are replaced whole
-with `replace_file`.
+`rewrite_note`). Everything else in vaultmem reads notes and never changes them. vaultmem's
+own files outside the index (inventory reports, the Claude Code settings entry it installs,
+the model table the daemon maps) are replaced whole with `replace_file`.
 
 New notes are written atomically and never over an existing file: the text goes to a temp file
 in the target directory, is fsynced, then hard-linked to its final name (which fails if the
@@ -24,6 +24,7 @@ import tempfile
 import time
 import unicodedata
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 log = logging.getLogger(__name__)
 
@@ -125,14 +126,18 @@ def _umask() -> int:
     return mask
 
 
-def replace_file(path: Path, text: str) -> None:
-    """Replace `path` whole with `text`, atomically: temp file beside it, fsync, rename, fsync
-    of the directory. Readers see the old file or the new one, never a part."""
+def replace_file(path: Path, content: str | bytes | Callable[[BinaryIO], object]) -> None:
+    """Replace `path` whole with `content` (text, bytes, or a function that writes to the open
+    file), atomically: temp file beside it, fsync, rename, fsync of the directory. Readers see
+    the old file or the new one, never a part."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
+            if callable(content):
+                content(f)
+            else:
+                f.write(content.encode("utf-8") if isinstance(content, str) else content)
             f.flush()
             os.fsync(f.fileno())
         os.replace(name, path)
