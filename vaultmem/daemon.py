@@ -360,6 +360,7 @@ class Daemon:
         except Exception:  # warming is an optimisation; the first query will load what it needs
             log.exception("warm-up failed")
             return
+        _return_free_memory()  # loading the model leaves tens of MB of freed heap behind
         log.info("warmed up in %.1f s", time.perf_counter() - t)
 
     def _inventory_if_due(self) -> None:
