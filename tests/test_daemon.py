@@ -93,6 +93,21 @@ def test_mark_superseded_follows_edits_without_feeding_back(daemon, tmp_path):
     assert daemon.paths("deploy") == ["memory/v1.md"]
 
 
+def test_a_bulk_reconcile_is_followed_by_a_compaction(daemon, tmp_path):
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text("[index]\nbatch_files = 2\n")  # so that three notes are a bulk load
+    daemon.extra_env = {"VAULTMEM_CONFIG": str(cfg)}
+    for name in ("a", "b", "c"):
+        atomic_save(daemon.vault / f"memory/{name}.md", f"note {name} about otters\n")
+    daemon.start()
+    daemon.wait_for(lambda: "optimized the indexes" in daemon.log.read_text(), timeout=60)
+    assert daemon.paths("otters") and daemon.request({"op": "status"})["notes"] == 3
+    daemon.stop()
+    daemon.start()  # an unchanged vault: no bulk, no compaction
+    time.sleep(1.0)
+    assert daemon.log.read_text().count("optimized the indexes") == 1
+
+
 def test_status_reports_generation_and_counts(daemon):
     atomic_save(daemon.vault / "memory/a.md", "one\n")
     daemon.start()
