@@ -85,14 +85,13 @@ class UseEmbedder:
             out.append(np.atleast_2d(self._model.encode(batch)))
         return _unit(np.concatenate(out))
 
-
     def map_table(self, directory: Path) -> int:
         """Serve the model's embedding table (65 MB of uint8 rows, one per word piece, rebuilt
         from the compressed weights at every load) from a read-only memory map of a copy kept
         in `directory`, and let the heap copy go. A long-running process then holds only the
         rows its texts have used, as page cache the kernel can reclaim (the daemon asks for this
-        through VaultIndex's `model_cache`). Returns the bytes released (0 when the model's layout is not
-        the expected one, or the copy cannot be written: nothing changes then)."""
+        through VaultIndex's `model_cache`). Returns the bytes released (0 when the model's
+        layout is not the expected one, or the copy cannot be written: nothing changes then)."""
         with _LOADING:
             return self._map_table(directory)
 

@@ -63,6 +63,11 @@ class SyncReport:
             f"; superseded_by line updated in {self.marked} note{'s' if self.marked != 1 else ''}" if self.marked else "")
 
 
+def file_digest(data: bytes) -> str:
+    """A note file's identity in the catalog (`hash`): its bytes, not its name or times."""
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
 def embedder_identity(settings: Settings) -> tuple[str, int]:
     e = settings.embedder
     if e.kind == "use":
@@ -280,7 +285,7 @@ class VaultIndex:
                 data = path.read_bytes()
             except OSError:
                 continue
-            if hashlib.blake2b(data, digest_size=16).hexdigest() != row["hash"]:
+            if file_digest(data) != row["hash"]:
                 continue
             new = writing.set_frontmatter_key(data, "superseded_by", row["want"])
             if new is None:
@@ -298,7 +303,7 @@ class VaultIndex:
         written: dict[str, set[str]] = {}
         for row, path, data, new in edits:
             written.setdefault(row["vault"], set()).add(row["path"])
-            report.marked += writing.rewrite_note(path, data, new, sync_dir=False)
+            report.marked += writing.rewrite_note(path, data, new)
         writing.sync_dirs({path.parent for _, path, _, _ in edits})
         self._marking = True
         try:
@@ -323,7 +328,7 @@ class VaultIndex:
         skipped: list[tuple[str, str, str, int, int, str | None, str]] = []
         for s in files:
             data, reason = self._read(s)
-            digest = hashlib.blake2b(data, digest_size=16).hexdigest() if data is not None else None
+            digest = file_digest(data) if data is not None else None
             prev = known.get(s.key)
             if prev is not None and digest is not None and prev.hash == digest and s.key not in pending:
                 self.catalog.touch(s.key, s.size, s.mtime_ns)  # same bytes, new mtime

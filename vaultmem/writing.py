@@ -228,13 +228,13 @@ def not_rewritable(st: os.stat_result) -> str | None:
     return None
 
 
-def rewrite_note(path: Path, expect: bytes, new: bytes, sync_dir: bool = True) -> bool:
+def rewrite_note(path: Path, expect: bytes, new: bytes) -> bool:
     """Replace the note at `path`, which must still hold exactly `expect`, with `new`:
-    atomically (temp file beside it, fsync, rename, fsync of the directory), keeping its mode
-    and its access and modification times (an undated topic chain is ordered by mtime). False,
-    and nothing written, when the file changed meanwhile, is a symlink, has other hard links or
-    belongs to another user. `sync_dir` False: the caller fsyncs the directory (`sync_dirs`)
-    after a batch; until then a crash may undo the rename, never tear the note."""
+    atomically (temp file beside it, fsync, rename), keeping its mode and its access and
+    modification times (an undated topic chain is ordered by mtime). False, and nothing
+    written, when the file changed meanwhile or is `not_rewritable`. The caller fsyncs the
+    directories once for a batch (`sync_dirs`); until then a crash may undo a rename, never
+    tear a note."""
     try:
         st = os.lstat(path)
         if not_rewritable(st):
@@ -256,11 +256,9 @@ def rewrite_note(path: Path, expect: bytes, new: bytes, sync_dir: bool = True) -
         if (now.st_ino, now.st_size, now.st_mtime_ns) != (st.st_ino, st.st_size, st.st_mtime_ns):
             raise FileExistsError  # written to since we read it: leave it to the next pass
         os.replace(name, path)
-    except (OSError, FileExistsError):
+    except OSError:  # FileExistsError included
         Path(name).unlink(missing_ok=True)
         return False
-    if sync_dir:
-        _fsync_dir(path.parent)
     return True
 
 
