@@ -177,3 +177,23 @@ def test_the_model_table_can_be_served_from_a_file_map_with_the_same_vectors(tmp
         assert len(list((tmp_path / "cache").iterdir())) == 1
     finally:
         backend.table = heap
+
+
+def test_two_threads_asking_for_the_model_at_once_get_one_model():
+    import threading
+    from vaultmem.embedders import _load_use, _use_model
+    got = []
+    start = threading.Barrier(2)
+
+    def ask():
+        start.wait()
+        got.append(_use_model(3))  # a thread count no other test uses: a first, slow load
+    threads = [threading.Thread(target=ask) for _ in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(got) == 2 and got[0] is got[1]
+    finally:
+        _load_use.cache_clear()  # let the extra model go
