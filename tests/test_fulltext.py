@@ -77,6 +77,33 @@ def test_english_words_are_stemmed(cjk):
     assert paths(cjk.query("deployments", mode="text")) == ["memory/en.md"]
 
 
+def test_irregular_forms_match_their_base_form(env):
+    env.write("memory/shop.md", note("shop", "Melanie bought a kite, and the children flew it.\n"))
+    env.write("memory/plan.md", note("plan", "Next week I will buy a bike and fly to Oslo.\n"))
+    env.write("memory/turn.md", note("turn", "Turn left at the bridge; I found the key there. We won't stop.\n"))
+    env.sync()
+    assert set(paths(env.query("buy", mode="text"))) == {"memory/shop.md", "memory/plan.md"}
+    assert set(paths(env.query("bought", mode="text"))) == {"memory/shop.md", "memory/plan.md"}
+    assert paths(env.query("child", mode="text")) == ["memory/shop.md"]
+    assert paths(env.query('"buy a kite"', mode="text")) == ["memory/shop.md"]  # quoted phrases too
+    hit = env.query("What did Melanie buy?", mode="text", explain=True)[0]
+    assert hit.path == "memory/shop.md" and "**bought**" in hit.snippet
+    assert "unknown_words" not in hit.explain  # "bought" is a term of the index, as "buy"
+    # forms that are also other words are left as they are: "left" is not "leave", "found" not
+    # "find" (no note has either term: at most a spelling look-alike), and "won't" is not "win"
+    for word in ("leave", "find"):
+        assert all(h.explain.get("unknown_words") == [word] for h in env.query(word, mode="text", explain=True))
+    assert env.query("win", mode="text") == []
+
+
+def test_base_forms_replace_whole_words_only():
+    from vaultmem.text import base_forms, other_forms
+    assert base_forms("we bought it; the children ran. rebought boughts won't") == \
+        "we buy it; the child run. rebought boughts won't"
+    assert base_forms("got it, went there, made it") == "got it, went there, made it"  # light verbs
+    assert sorted(other_forms("buy")) == ["bought"] and other_forms("bought") == ["buy"]
+
+
 @pytest.mark.parametrize("text", ["foo:bar", "(テスト", "AND", "OR NOT", '"unclosed', "a^2 ~ * ? \\", "", "   ", "[[", "title:展望"])
 def test_query_syntax_characters_are_ordinary_text(cjk, text):
     cjk.query(text, mode="text")  # must not raise

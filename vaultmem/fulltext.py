@@ -2,9 +2,10 @@
 Tantivy is imported here and nowhere else.
 
 One document per chunk. Fields: `words` (Tantivy's simple tokenizer, lower case, accents
-folded, English stemming) for English words and identifiers; `grams` (CJK character bigrams with
-real positions, tokenised in Python by text.py and stored pre-tokenised) so that a phrase query
-over a string's bigrams matches exactly the chunks that contain the string; `tri`, the character
+folded, English stemming, irregular forms read as their base form by text.base_forms) for
+English words and identifiers; `grams` (CJK character bigrams with real positions, tokenised in
+Python by text.py and stored pre-tokenised) so that a phrase query over a string's bigrams
+matches exactly the chunks that contain the string; `tri`, the character
 trigrams of every word (unstemmed, no positions), where a query word that no note has (a typo,
 another form of a word) is looked up instead; `entities`, the note's entity names for the entity
 bonus. Queries are always built in code; user text never reaches Tantivy's query parser.
@@ -22,8 +23,8 @@ import tantivy
 
 from .notes import Chunk, Note, index_text
 from .errors import IndexMissingError
-from .text import (CJK_RUN, MAX_WORD_CHARS, bigrams, cjk_runs, gram_tokens, normalize, query_words,
-                   script_segments, trigrams, word_trigrams)
+from .text import (CJK_RUN, MAX_WORD_CHARS, base_forms, bigrams, cjk_runs, gram_tokens, normalize,
+                   query_words, script_segments, trigrams, word_trigrams)
 
 WORDS_TOKENIZER = "vm_words"
 # A bigram of hiragana alone is mostly grammar (particles, verb endings): it counts for less.
@@ -146,7 +147,7 @@ class FullText:
         # CJK runs go to `grams` only: left in `words`, the simple tokenizer would glue the Latin
         # words and numbers next to them into one token ("のGDPは", "2013年"), never matched
         latin = CJK_RUN.sub(" ", text)
-        doc.add_text("words", latin)
+        doc.add_text("words", base_forms(latin))
         tri = word_trigrams(latin)
         if tri:
             doc.add_text("tri", " ".join(tri))
@@ -176,16 +177,20 @@ class FullText:
         phrases = tuple(p.strip() for p in re.findall(r'"([^"]+)"', query) if p.strip())
         rest = normalize(re.sub(r'"[^"]*"', " ", query))
         content = query_words(rest)
-        words = tuple(self.analyzer.analyze(" ".join(content)))
+        words = tuple(self._terms(" ".join(content)))
         runs = tuple(cjk_runs(rest))
         grams = tuple(dict.fromkeys(g for r in runs for g in bigrams(r)))
         loose = []
         for w in dict.fromkeys(content):
             # words with digits are ids, versions, hashes: a near miss there is another thing
-            term = self.analyzer.analyze(w) if len(w) >= LOOSE_MIN_CHARS and not _has_digit(w) else []
+            term = self._terms(w) if len(w) >= LOOSE_MIN_CHARS and not _has_digit(w) else []
             if len(term) == 1:
                 loose.append((w, term[0]))
         return TextQuery(words, grams, runs, phrases, tuple(loose))
+
+    def _terms(self, normalized: str) -> list[str]:
+        """Word-field terms of normalised query text, analysed as the index analyses notes."""
+        return self.analyzer.analyze(base_forms(normalized))
 
     def _phrase(self, phrase: str) -> list[tantivy.Query]:
         """Required clauses for one quoted phrase: each CJK run must occur as a substring,
@@ -194,7 +199,7 @@ class FullText:
         out: list[tantivy.Query] = []
         for run in cjk_runs(norm):
             out.append(self._run_query(run))
-        words = self.analyzer.analyze(CJK_RUN.sub(" ", norm))
+        words = self._terms(CJK_RUN.sub(" ", norm))
         if len(words) == 1:
             out.append(tantivy.Query.term_query(self.schema, "words", words[0]))
         elif words:
@@ -241,7 +246,7 @@ class FullText:
             else:
                 should.extend((tantivy.Occur.Should, tantivy.Query.boost_query(q, 3.0)) for q in self._phrase(p))
                 should.extend((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "words", w))
-                              for w in self.analyzer.analyze(CJK_RUN.sub(" ", normalize(p))))
+                              for w in self._terms(CJK_RUN.sub(" ", normalize(p))))
                 should.extend((tantivy.Occur.Should, tantivy.Query.term_query(self.schema, "grams", g))
                               for r in cjk_runs(normalize(p)) for g in bigrams(r))
         if not should and not must:
