@@ -96,12 +96,26 @@ def test_irregular_forms_match_their_base_form(env):
     assert env.query("win", mode="text") == []
 
 
-def test_base_forms_replace_whole_words_only():
-    from vaultmem.text import base_forms, other_forms
-    assert base_forms("we bought it; the children ran. rebought boughts won't") == \
+def test_canonical_words_replace_whole_words_only():
+    from vaultmem.text import canonical_words, other_forms
+    assert canonical_words("we bought it; the children ran. rebought boughts won't") == \
         "we buy it; the child run. rebought boughts won't"
-    assert base_forms("got it, went there, made it") == "got it, went there, made it"  # light verbs
+    assert canonical_words("got it, went there, made it") == "got it, went there, made it"  # light verbs
+    assert canonical_words("the catalogue's colours, centred; we initialised and travelled") == \
+        "the catalog's colors, centered; we initialized and traveled"
+    assert canonical_words("analyses of the colourway") == "analyses of the colourway"  # not "analyzes"
     assert sorted(other_forms("buy")) == ["bought"] and other_forms("bought") == ["buy"]
+    assert other_forms("color") == ["colour"] and other_forms("colour") == ["color"]
+
+
+def test_british_and_american_spellings_find_each_other(env):
+    env.write("memory/uk.md", note("uk", "Initialise the colour palette before the catalogue loads.\n"))
+    env.write("memory/us.md", note("us", "The tokenizer's behavior changed; we canceled the release.\n"))
+    env.sync()
+    assert paths(env.query("initialize color catalog", mode="text")) == ["memory/uk.md"]
+    assert paths(env.query("tokeniser behaviour cancelled", mode="text")) == ["memory/us.md"]
+    hit = env.query("colors", mode="text")[0]
+    assert hit.path == "memory/uk.md" and "**colour**" in hit.snippet
 
 
 @pytest.mark.parametrize("text", ["foo:bar", "(テスト", "AND", "OR NOT", '"unclosed', "a^2 ~ * ? \\", "", "   ", "[[", "title:展望"])

@@ -2,7 +2,7 @@
 Tantivy is imported here and nowhere else.
 
 One document per chunk. Fields: `words` (Tantivy's simple tokenizer, lower case, accents
-folded, English stemming, irregular forms read as their base form by text.base_forms) for
+folded, English stemming, irregular and British forms read as one word by text.canonical_words) for
 English words and identifiers; `grams` (CJK character bigrams with real positions, tokenised in
 Python by text.py and stored pre-tokenised) so that a phrase query over a string's bigrams
 matches exactly the chunks that contain the string; `tri`, the character
@@ -23,7 +23,7 @@ import tantivy
 
 from .notes import Chunk, Note, index_text
 from .errors import IndexMissingError
-from .text import (CJK_RUN, MAX_WORD_CHARS, base_forms, bigrams, cjk_runs, gram_tokens, normalize,
+from .text import (CJK_RUN, MAX_WORD_CHARS, canonical_words, bigrams, cjk_runs, gram_tokens, normalize,
                    query_words, script_segments, trigrams, word_trigrams)
 
 WORDS_TOKENIZER = "vm_words"
@@ -147,7 +147,7 @@ class FullText:
         # CJK runs go to `grams` only: left in `words`, the simple tokenizer would glue the Latin
         # words and numbers next to them into one token ("のGDPは", "2013年"), never matched
         latin = CJK_RUN.sub(" ", text)
-        doc.add_text("words", base_forms(latin))
+        doc.add_text("words", canonical_words(latin))
         tri = word_trigrams(latin)
         if tri:
             doc.add_text("tri", " ".join(tri))
@@ -190,7 +190,7 @@ class FullText:
 
     def _terms(self, normalized: str) -> list[str]:
         """Word-field terms of normalised query text, analysed as the index analyses notes."""
-        return self.analyzer.analyze(base_forms(normalized))
+        return self.analyzer.analyze(canonical_words(normalized))
 
     def _phrase(self, phrase: str) -> list[tantivy.Query]:
         """Required clauses for one quoted phrase: each CJK run must occur as a substring,
