@@ -61,6 +61,7 @@ def test_batch_runs_plain_and_json_lines_and_reports_bad_ones(indexed):
     assert out[0]["hits"][0]["path"] == "memory/deploy.md"
     assert len(out[1]["hits"]) == 1
     assert "error" in out[2] and out[2]["hits"] == []
+    assert "1 batch line(s) could not be run: line 3:" in r.stderr
 
 
 def test_human_output_and_explain(indexed):

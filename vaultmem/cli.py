@@ -325,6 +325,9 @@ def cmd_query(args: argparse.Namespace) -> int:
 
 
 def _run_batch(path: str, opts: dict, backend) -> int:
+    """One JSON result line per query line. A line that cannot be run gets an `error` object in
+    its place and the batch goes on (exit 0: the results are all there); stderr says how many."""
+    failed: list[str] = []
     try:
         stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
         with stream:
@@ -344,9 +347,13 @@ def _run_batch(path: str, opts: dict, backend) -> int:
                     out = {"hits": out["hits"], "took_ms": out["took_ms"]}
                 except (VaultmemError, ValueError, TypeError) as err:
                     out = {"error": f"line {n}: {err}", "hits": []}
+                    failed.append(out["error"])
                 print(json.dumps(out, ensure_ascii=False), flush=True)
     finally:
         backend.close()
+    if failed:
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        print(f"vaultmem: {len(failed)} batch line(s) could not be run: {failed[0]}{more}", file=sys.stderr)
     return 0
 
 
