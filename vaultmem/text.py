@@ -184,6 +184,10 @@ def _canonical() -> dict[str, str]:
 
 
 CANONICAL = _canonical()
+_FORMS_OF: dict[str, list[str]] = {}  # canonical word -> the forms read as it
+for form, canon in CANONICAL.items():
+    _FORMS_OF.setdefault(canon, []).append(form)
+del form, canon
 
 
 def _alternation(words) -> str:
@@ -206,7 +210,7 @@ def canonical_words(normalized: str) -> str:
 def other_forms(word: str) -> list[str]:
     """The other forms of a word ("buy" -> "bought", "color" -> "colour"), for highlighting."""
     canon = CANONICAL.get(word, word)
-    return [f for f, c in CANONICAL.items() if c == canon and f != word] + ([canon] if canon != word else [])
+    return [f for f in _FORMS_OF.get(canon, ()) if f != word] + ([canon] if canon != word else [])
 
 
 def query_words(normalized: str) -> list[str]:
