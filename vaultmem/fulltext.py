@@ -2,10 +2,10 @@
 Tantivy is imported here and nowhere else.
 
 One document per chunk. Fields: `words` (Tantivy's simple tokenizer, lower case, accents
-folded, English stemming, irregular and British forms read as one word by text.canonical_words) for
-English words and identifiers; `grams` (CJK character bigrams with real positions, tokenised in
-Python by text.py and stored pre-tokenised) so that a phrase query over a string's bigrams
-matches exactly the chunks that contain the string; `tri`, the character
+folded, English stemming; irregular and British forms read as one word by
+text.canonical_words) for English words and identifiers; `grams` (CJK character bigrams with
+real positions, tokenised in Python by text.py and stored pre-tokenised) so that a phrase query
+over a string's bigrams matches exactly the chunks that contain the string; `tri`, the character
 trigrams of every word (unstemmed, no positions), where a query word that no note has (a typo,
 another form of a word) is looked up instead; `entities`, the note's entity names for the entity
 bonus. Queries are always built in code; user text never reaches Tantivy's query parser.
@@ -23,7 +23,7 @@ import tantivy
 
 from .notes import Chunk, Note, index_text
 from .errors import IndexMissingError
-from .text import (CJK_RUN, MAX_WORD_CHARS, canonical_words, bigrams, cjk_runs, gram_tokens, normalize,
+from .text import (CJK_RUN, MAX_WORD_CHARS, bigrams, canonical_words, cjk_runs, gram_tokens, normalize,
                    query_words, script_segments, trigrams, word_trigrams)
 
 WORDS_TOKENIZER = "vm_words"

@@ -1,5 +1,6 @@
 """Text analysis shared by indexing and querying: normalisation, CJK bigrams, word terms,
-English canonical word forms, stop words. Pure Python and stdlib only, so the same rules apply to documents and queries.
+English canonical word forms, stop words. Pure Python and stdlib only, so the same rules apply
+to documents and queries.
 
 CJK text (Han, Kana, Hangul) is cut into overlapping character bigrams with real positions, so
 that a phrase query over the bigrams of a query string matches exactly the notes that contain
