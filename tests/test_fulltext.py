@@ -108,6 +108,21 @@ def test_canonical_words_replace_whole_words_only():
     assert other_forms("color") == ["colour"] and other_forms("colour") == ["color"]
 
 
+def test_camel_case_identifiers_are_found_by_their_parts(env):
+    env.write("memory/retry.md", note("retry", "Wrap calls in `RetryPolicy.forAttempts(3)`; the HTTPServer "
+                                      "restarts.\n東京のVaultIndexは速い。\n"))
+    env.write("memory/other.md", note("other", "Our policy: retry by hand, never on the server.\n"))
+    env.sync()
+    for words in ("retry policy", "for attempts", "http server", "vault index"):
+        assert env.query(words, mode="text")[0].path == "memory/retry.md", words
+    # the whole identifier ranks its own note first, and finds notes that spell its words apart
+    assert paths(env.query("RetryPolicy", mode="text")) == ["memory/retry.md", "memory/other.md"]
+    assert paths(env.query('"RetryPolicy"', mode="text")) == ["memory/retry.md"]  # quoted: exact
+    from vaultmem.text import split_identifiers
+    assert split_identifiers("parseJSON on HTTPServer; iOS, snake_case, ALLCAPS, Title Case") == \
+        "parseJSON parse JSON on HTTPServer HTTP Server; iOS, snake_case, ALLCAPS, Title Case"
+
+
 def test_british_and_american_spellings_find_each_other(env):
     env.write("memory/uk.md", note("uk", "Initialise the colour palette before the catalogue loads.\n"))
     env.write("memory/us.md", note("us", "The tokenizer's behavior changed; we canceled the release.\n"))

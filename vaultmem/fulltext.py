@@ -3,9 +3,10 @@ Tantivy is imported here and nowhere else.
 
 One document per chunk. Fields: `words` (Tantivy's simple tokenizer, lower case, accents
 folded, English stemming; irregular and British forms read as one word by
-text.canonical_words) for English words and identifiers; `grams` (CJK character bigrams with
-real positions, tokenised in Python by text.py and stored pre-tokenised) so that a phrase query
-over a string's bigrams matches exactly the chunks that contain the string; `tri`, the character
+text.canonical_words; camelCase identifiers followed by their parts) for English words and
+identifiers; `grams` (CJK character bigrams with real positions, tokenised in Python by text.py
+and stored pre-tokenised) so that a phrase query over a string's bigrams matches exactly the
+chunks that contain the string; `tri`, the character
 trigrams of every word (unstemmed, no positions), where a query word that no note has (a typo,
 another form of a word) is looked up instead; `entities`, the note's entity names for the entity
 bonus. Queries are always built in code; user text never reaches Tantivy's query parser.
@@ -24,7 +25,7 @@ import tantivy
 from .notes import Chunk, Note, index_text
 from .errors import IndexMissingError
 from .text import (CJK_RUN, MAX_WORD_CHARS, bigrams, canonical_words, cjk_runs, gram_tokens, normalize,
-                   query_words, script_segments, trigrams, word_trigrams)
+                   query_words, script_segments, split_identifiers, trigrams, word_trigrams)
 
 WORDS_TOKENIZER = "vm_words"
 # A bigram of hiragana alone is mostly grammar (particles, verb endings): it counts for less.
@@ -135,7 +136,8 @@ class FullText:
             self.writer.add_document(self._doc(note, chunk, cid, ents))
 
     def _doc(self, note: Note, chunk: Chunk, cid: str, ents: list[str]) -> tantivy.Document:
-        text = normalize(index_text(note, chunk))
+        raw = index_text(note, chunk)
+        text = normalize(raw)
         doc = tantivy.Document()
         doc.add_text("chunk", cid)
         doc.add_text("note", note.key)
@@ -146,7 +148,8 @@ class FullText:
             doc.add_text("entities", e)
         # CJK runs go to `grams` only: left in `words`, the simple tokenizer would glue the Latin
         # words and numbers next to them into one token ("のGDPは", "2013年"), never matched
-        latin = CJK_RUN.sub(" ", text)
+        split = split_identifiers(raw)
+        latin = CJK_RUN.sub(" ", text if split == raw else normalize(split))
         doc.add_text("words", canonical_words(latin))
         tri = word_trigrams(latin)
         if tri:
@@ -175,7 +178,7 @@ class FullText:
 
     def analyze(self, query: str) -> TextQuery:
         phrases = tuple(p.strip() for p in re.findall(r'"([^"]+)"', query) if p.strip())
-        rest = normalize(re.sub(r'"[^"]*"', " ", query))
+        rest = normalize(split_identifiers(re.sub(r'"[^"]*"', " ", query)))
         content = query_words(rest)
         words = tuple(self._terms(" ".join(content)))
         runs = tuple(cjk_runs(rest))

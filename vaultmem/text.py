@@ -214,6 +214,18 @@ def other_forms(word: str) -> list[str]:
     return [f for f in _FORMS_OF.get(canon, ()) if f != word] + ([canon] if canon != word else [])
 
 
+# An identifier in camelCase or PascalCase ("RetryPolicy", "parseJSON", "HTTPServer") is one
+# token to the word field; followed by its parts, it is also found by them ("retry policy").
+_IDENTIFIER = re.compile(r"(?<![A-Za-z0-9])[A-Za-z][A-Za-z0-9]*(?:[a-z0-9][A-Z]|[A-Z][A-Z][a-z])[A-Za-z0-9]*")
+_IDENTIFIER_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+
+
+def split_identifiers(text: str) -> str:
+    """Raw (not yet case-folded) text with each camelCase identifier followed by its parts:
+    "use RetryPolicy" -> "use RetryPolicy Retry Policy"."""
+    return _IDENTIFIER.sub(lambda m: m.group(0) + " " + " ".join(_IDENTIFIER_PART.findall(m.group(0))), text)
+
+
 def query_words(normalized: str) -> list[str]:
     """Content words of a query in order (stop words dropped unless nothing else is left)."""
     words = WORD.findall(normalized)
