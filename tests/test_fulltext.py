@@ -108,6 +108,20 @@ def test_canonical_words_replace_whole_words_only():
     assert other_forms("color") == ["colour"] and other_forms("colour") == ["color"]
 
 
+def test_katakana_words_match_with_or_without_a_final_long_vowel_mark(env):
+    env.write("memory/marked.md", note("marked", "本番サーバーのユーザー登録を止めた。\n"))
+    env.write("memory/plain.md", note("plain", "サーバのユーザ登録画面を直した。\n"))
+    env.write("memory/shop.md", note("shop", "ノートとスーパーマーケットの話。\n"))
+    env.sync()
+    both = {"memory/marked.md", "memory/plain.md"}
+    assert set(paths(env.query('"ユーザ登録"', mode="text"))) == both  # quoted: both spellings
+    assert set(paths(env.query('"サーバーのユーザー"', mode="text"))) == both
+    assert paths(env.query('"スーパーマーケット"', mode="text")) == ["memory/shop.md"]
+    from vaultmem.text import cjk_runs
+    # only a final mark of a katakana word of four or more goes
+    assert cjk_runs("サーバーとコーヒー、ノート、スーパーマーケット") == ["サーバとコーヒ", "ノート", "スーパーマーケット"]
+
+
 def test_camel_case_identifiers_are_found_by_their_parts(env):
     env.write("memory/retry.md", note("retry", "Wrap calls in `RetryPolicy.forAttempts(3)`; the HTTPServer "
                                       "restarts.\n東京のVaultIndexは速い。\n"))

@@ -41,8 +41,21 @@ CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
 WORD = re.compile(f"(?:(?![{_CJK_CLASS}])\\w)+")
 
 
+# A katakana word of four or more characters is read without its final long-vowel mark, as
+# Japanese search engines do (Lucene's JapaneseKatakanaStemFilter): "サーバー" and "サーバ",
+# "ユーザー" and "ユーザ" are spelled both ways, often in one team's notes.
+_KATAKANA_LONG_END = re.compile("(?<=[\u30a1-\u30fa\u30fc]{3})\u30fc(?![\u30a1-\u30fa\u30fc])")
+
+
+def _runs(normalized: str):
+    """(start, run) of every CJK run, katakana words without a final long-vowel mark."""
+    for m in CJK_RUN.finditer(normalized):
+        run = m.group(0)
+        yield m.start(), (_KATAKANA_LONG_END.sub("", run) if "\u30fc" in run else run)
+
+
 def cjk_runs(normalized: str) -> list[str]:
-    return CJK_RUN.findall(normalized)
+    return [run for _, run in _runs(normalized)]
 
 
 def bigrams(run: str) -> list[str]:
@@ -65,10 +78,9 @@ def gram_tokens(normalized: str) -> list[GramToken]:
     a run and jump by 2 between runs, so no phrase can match across two runs."""
     out: list[GramToken] = []
     pos = 0
-    for m in CJK_RUN.finditer(normalized):
-        run = m.group(0)
+    for start, run in _runs(normalized):
         for i, gram in enumerate(bigrams(run)):
-            out.append(GramToken(gram, pos, m.start() + i, m.start() + i + len(gram)))
+            out.append(GramToken(gram, pos, start + i, start + i + len(gram)))
             pos += 1
         pos += 2
     return out
