@@ -270,3 +270,28 @@ def test_trigrams_in_most_chunks_are_left_out_of_the_fallback(env, monkeypatch):
     monkeypatch.setattr(fulltext, "LOOSE_COMMON_SHARE", 0.5)
     assert env.query("ledgr", mode="text") == []
     assert paths(env.query("restorez", mode="text")) == ["memory/c.md"]  # rare trigrams still count
+
+
+def test_a_large_exclusion_set_filtered_after_the_search_gives_the_same_hits(env, monkeypatch):
+    import vaultmem.fulltext as ft
+    from vaultmem.index import VaultIndex
+    for i in range(12):
+        who = "with Ada Lovelace" if i % 2 == 0 else "alone"
+        env.write(f"memory/n{i:02d}.md", note(f"n{i}", "deploy " * (i + 1) + f"step{i} {who}.\n"))
+    env.sync()
+    with VaultIndex(env.settings()) as idx:
+        text = idx.fulltext
+        tq = text.analyze("deploy")
+        deny = {f"v:memory/n{i:02d}.md" for i in (11, 10, 9, 7, 5, 4, 3, 0)}
+
+        def both():
+            return text.search(tq, 3, None, deny), text.entity_search(["ada lovelace"], 3, None, deny)
+
+        monkeypatch.setattr(ft, "POST_FILTER_MIN_KEYS", 10_000)
+        filtered = both()
+        assert [h[1] for h in filtered[0]] == ["v:memory/n08.md", "v:memory/n06.md", "v:memory/n02.md"]
+        assert {h[1] for h in filtered[1]} == {"v:memory/n08.md", "v:memory/n06.md", "v:memory/n02.md"}
+        monkeypatch.setattr(ft, "POST_FILTER_MIN_KEYS", 0)  # filtered here, after a wide run
+        assert both() == filtered
+        monkeypatch.setattr(ft, "POST_FILTER_MARGIN", 0.2)  # too narrow: it must run again, filtered
+        assert both() == filtered
