@@ -189,7 +189,8 @@ class Catalog:
 
     def _facts(self, where: str = "", args: tuple = ()) -> dict[str, tuple[Facts, str | None]]:
         rows = self.db.execute(f"{self._FACTS} WHERE status='ok' {where}", args)
-        return {r[0]: (Facts(r[0], r[1], r[2], r[3], r[4], (r[5] or 0) / 1e9, tuple(json.loads(r[6] or "[]"))), r[7])
+        return {r[0]: (Facts(r[0], r[1], r[2], r[3], r[4], (r[5] or 0) / 1e9,
+                             tuple(json.loads(r[6])) if r[6] and r[6] != "[]" else ()), r[7])
                 for r in rows}
 
     def affected(self, keys: Iterable[str]) -> tuple[set[str], set[tuple[str, str]]]:
@@ -240,8 +241,7 @@ class Catalog:
         """The chains as they stood at `moment` (seconds since the epoch): every note written
         before it (by date, else mtime, as chains order notes) mapped to the note that
         superseded it then, or None if it was current."""
-        facts = [f for f, _ in self._facts().values() if f.order[0] < moment]
-        return compute(facts)
+        return compute([f for f, _ in self._facts().values() if f.order[0] < moment])
 
     # -------------------------------------------------------------- reads for search
 

@@ -8,6 +8,7 @@ paths explicitly, for as long as the retiring note exists. Nothing here reads fi
 
 from __future__ import annotations
 
+import functools
 import posixpath
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ class Facts:
         return (self.date_ts if self.date_ts is not None else self.mtime, self.path)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # chains are recomputed often; topics repeat
 def topic_key(topic: str | None) -> str | None:
     if topic is None:
         return None
@@ -64,7 +66,7 @@ def compute(notes: list[Facts]) -> dict[str, str | None]:
             for n in chain:
                 if n is not newest:
                     result[n.key] = newest.key
-    for n in sorted(notes, key=lambda n: n.order):
+    for n in sorted((n for n in notes if n.supersedes), key=lambda n: n.order):
         for ref in n.supersedes:
             targets: list[Facts] = list(chains.get((n.vault, topic_key(ref) or ""), []))
             for cand in path_candidates(ref, n.path):
