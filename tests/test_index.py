@@ -197,3 +197,11 @@ def test_two_threads_asking_for_the_model_at_once_get_one_model():
         assert len(got) == 2 and got[0] is got[1]
     finally:
         _load_use.cache_clear()  # let the extra model go
+
+
+def test_arrow_allocates_from_the_system_pool_which_returns_freed_memory():
+    # the default (jemalloc) pool keeps freed memory: 12-14 MB more daemon RSS (bench/daemon_bench.py)
+    import pyarrow as pa
+    import vaultmem.vectors  # noqa: F401  (sets the pool on import)
+    assert pa.default_memory_pool().backend_name == "system"
+    assert pa.table({"x": list(range(1000))}).num_rows == 1000  # and Arrow works with it
