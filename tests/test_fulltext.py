@@ -101,6 +101,7 @@ def test_canonical_words_replace_whole_words_only():
     assert canonical_words("we bought it; the children ran. rebought boughts won't") == \
         "we buy it; the child run. rebought boughts won't"
     assert canonical_words("got it, went there, made it") == "got it, went there, made it"  # light verbs
+    assert canonical_words("a 32-bit led, sat 12 may") == "a 32-bit led, sat 12 may"  # other words too
     assert canonical_words("the catalogue's colours, centred; we initialised and travelled") == \
         "the catalog's colors, centered; we initialized and traveled"
     assert canonical_words("analyses of the colourway") == "analyses of the colourway"  # not "analyzes"
