@@ -6,10 +6,9 @@ folded, English stemming; irregular and British forms read as one word by
 text.canonical_words; camelCase identifiers followed by their parts) for English words and
 identifiers; `grams` (CJK character bigrams with real positions, tokenised in Python by text.py
 and stored pre-tokenised) so that a phrase query over a string's bigrams matches exactly the
-chunks that contain the string; `tri`, the character
-trigrams of every word (unstemmed, no positions), where a query word that no note has (a typo,
-another form of a word) is looked up instead; `entities`, the note's entity names for the entity
-bonus. Queries are always built in code; user text never reaches Tantivy's query parser.
+chunks that contain the string; `tri`, the character trigrams of every word (unstemmed, no
+positions), where a query word that no note has (a typo, another form of a word) is looked up
+instead; `entities`, the note's entity names for the entity bonus. Queries are always built in code; user text never reaches Tantivy's query parser.
 """
 
 from __future__ import annotations
