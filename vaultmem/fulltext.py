@@ -8,7 +8,8 @@ identifiers; `grams` (CJK character bigrams with real positions, tokenised in Py
 and stored pre-tokenised) so that a phrase query over a string's bigrams matches exactly the
 chunks that contain the string; `tri`, the character trigrams of every word (unstemmed, no
 positions), where a query word that no note has (a typo, another form of a word) is looked up
-instead; `entities`, the note's entity names for the entity bonus. Queries are always built in code; user text never reaches Tantivy's query parser.
+instead; `entities`, the note's entity names for the entity bonus. Queries are always built in
+code; user text never reaches Tantivy's query parser.
 """
 
 from __future__ import annotations
