@@ -94,6 +94,8 @@ def test_irregular_forms_match_their_base_form(env):
     for word in ("leave", "find"):
         assert all(h.explain.get("unknown_words") == [word] for h in env.query(word, mode="text", explain=True))
     assert env.query("win", mode="text") == []
+    # and a contraction in the query is read as the note's is: "won't" finds "won't"
+    assert paths(env.query("they won't", mode="text")) == ["memory/turn.md"]
 
 
 def test_canonical_words_replace_whole_words_only():

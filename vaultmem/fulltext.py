@@ -190,14 +190,16 @@ class FullText:
     def analyze(self, query: str) -> TextQuery:
         phrases = tuple(p.strip() for p in re.findall(r'"([^"]+)"', query) if p.strip())
         rest = normalize(split_identifiers(re.sub(r'"[^"]*"', " ", query)))
-        content = query_words(rest)
-        words = tuple(self._terms(" ".join(content)))
+        # word forms are read on the whole text, as notes are: split first, "won't" would lose
+        # its "t" and read as "win", a term no note has for it
+        content = query_words(canonical_words(rest))
+        words = tuple(self.analyzer.analyze(" ".join(content)))
         runs = tuple(cjk_runs(rest))
         grams = tuple(dict.fromkeys(g for r in runs for g in bigrams(r)))
         loose = []
         for w in dict.fromkeys(content):
             # words with digits are ids, versions, hashes: a near miss there is another thing
-            term = self._terms(w) if len(w) >= LOOSE_MIN_CHARS and not _has_digit(w) else []
+            term = self.analyzer.analyze(w) if len(w) >= LOOSE_MIN_CHARS and not _has_digit(w) else []
             if len(term) == 1:
                 loose.append((w, term[0]))
         return TextQuery(words, grams, runs, phrases, tuple(loose))
