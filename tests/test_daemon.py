@@ -108,6 +108,22 @@ def test_a_bulk_reconcile_is_followed_by_a_compaction(daemon, tmp_path):
     assert daemon.log.read_text().count("optimized the indexes") == 1
 
 
+def test_a_big_index_gives_back_the_memory_it_no_longer_needs(daemon):
+    import re
+    for i in range(101):  # a reconcile that changes over 100 notes
+        (daemon.vault / f"memory/n{i:03d}.md").write_text(f"note {i} on badger setts, field {i * 13}\n")
+    daemon.start()
+    line = daemon.wait_for(lambda: re.search(r"gave back memory after the work: RSS (\d+) -> (\d+) MB",
+                                              daemon.log.read_text()))
+    assert 0 < int(line.group(2)) <= int(line.group(1))
+    # the model's rows are mapped back on first touch: edits and queries go on as before
+    atomic_save(daemon.vault / "memory/late.md", "a wombat burrow by the river\n")
+    daemon.wait_for(lambda: daemon.paths("wombat") == ["memory/late.md"])
+    out = daemon.request({"op": "query", "text": "badger setts field 39", "k": 3})
+    assert out["ok"] and out["hits"][0]["path"] == "memory/n003.md"
+    assert daemon.log.read_text().count("gave back memory") == 1  # small edits do not repeat it
+
+
 def test_status_reports_generation_and_counts(daemon):
     atomic_save(daemon.vault / "memory/a.md", "one\n")
     daemon.start()

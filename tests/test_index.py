@@ -159,6 +159,18 @@ def test_an_unknown_older_catalog_is_rebuilt_from_the_notes(env):
     assert [h.path for h in env.query("aardvark", mode="text")] == ["memory/a.md"]
 
 
+def _mapped_rss_kb(path) -> int:
+    """Resident kB of this process's mappings of `path` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        head = line.split()
+        if "-" in head[0] and not head[0].endswith(":"):
+            inside = head[-1] == str(path)
+        elif inside and head[0] == "Rss:":
+            total += int(head[1])
+    return total
+
+
 def test_the_model_table_can_be_served_from_a_file_map_with_the_same_vectors(tmp_path):
     import numpy as np
     from vaultmem.embedders import UseEmbedder
@@ -172,7 +184,16 @@ def test_the_model_table_can_be_served_from_a_file_map_with_the_same_vectors(tmp
         assert isinstance(backend.table, np.memmap)
         assert np.array_equal(emb.embed(texts), before)
         assert emb.map_table(tmp_path / "cache") == 0  # already mapped: nothing to release
+        # the rows a big index touched stay resident until released; the vectors do not change
+        mapped = next((tmp_path / "cache").iterdir())
+        emb.embed([f"note {i}: " + " ".join(f"word{i * 7 + j} 単語{j} 낱말{i}" for j in range(40)) for i in range(60)])
+        touched = _mapped_rss_kb(mapped)
+        assert touched > 1024
+        assert emb.release_pages()
+        assert _mapped_rss_kb(mapped) < touched / 4
+        assert np.array_equal(emb.embed(texts), before)
         backend.table = heap
+        assert not emb.release_pages()  # a table in the heap has nothing to give back
         assert emb.map_table(tmp_path / "cache") == heap.nbytes  # the file is reused, not rewritten
         assert len(list((tmp_path / "cache").iterdir())) == 1
     finally:
