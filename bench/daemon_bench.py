@@ -3,7 +3,7 @@
 
 - edit to searchable: atomic saves (temp file + rename), time until a socket query finds the
   new word (median, p95 over --edits saves);
-- warm hybrid query through the socket (median, p95);
+- warm hybrid query through the socket (median, p95), also with a tag or kind filter;
 - a fresh `vaultmem query` process end to end (median, p95);
 - restart on the unchanged vault: start to ready;
 - daemon RSS;
@@ -209,6 +209,13 @@ def run(d: "Daemon", args: argparse.Namespace, vault: Path, state: Path, sock: P
             c.request({"op": "query", "text": q, "k": 10, "mode": "text"})
             text_lat.append((time.perf_counter() - t) * 1000)
     print(f"warm text query via socket:   {fmt(text_lat)}")
+    with Client(str(sock)) as c:  # filters an agent repeats: a tag, a kind (most notes have both)
+        filtered = []
+        for i, q in enumerate(queries):
+            t = time.perf_counter()
+            c.request({"op": "query", "text": q, "k": 10, **({"tags": ["en"]} if i % 2 else {"kinds": ["knowledge"]})})
+            filtered.append((time.perf_counter() - t) * 1000)
+    print(f"warm hybrid query with a tag or kind filter: {fmt(filtered)}")
 
     exe = str(Path(sys.executable).parent / "vaultmem")
     fresh = []

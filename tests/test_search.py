@@ -159,3 +159,41 @@ def test_other_frontmatter_keys_are_shown_and_filter(env):
     assert where(("owners", "bo")) == ["memory/a.md"]
     assert where(("status", "draft"), ("owners", "zed")) == []
     assert where(("nokey", "x")) == []
+
+
+@pytest.mark.parametrize("mode", ["text", "hybrid"])
+def test_a_filter_follows_edits_and_retirements_while_the_searcher_stays_open(env, mode):
+    # as in the daemon: one Searcher for many queries while the writer changes the index; the
+    # filter's note set, and the engines' filters built from it, are reused until then
+    from vaultmem.index import VaultIndex
+    from vaultmem.query import Query
+    from vaultmem.search import Searcher
+    from vaultmem.usage import Usage
+    env.write("memory/a.md", note(None, "otters hold hands while sleeping\n", tags=["zoo"]))
+    env.write("memory/b.md", note(None, "otters use stones as tools\n", tags=["wild"]))
+    env.write("memory/c.md", note(None, "otters eat crabs and sea urchins\n", tags=["wild"]))
+    env.sync()
+    s = env.settings()
+    with VaultIndex(s) as idx:
+        usage = Usage(s.state_dir)
+        searcher = Searcher(idx, usage)
+
+        def paths(*tags, **kw):
+            return sorted(h.path for h in searcher.search(Query("otters", tags=tags, mode=mode, **kw))[0])
+
+        assert paths("zoo") == ["memory/a.md"]
+        q = Query("otters", tags=("zoo",), mode=mode)
+        assert searcher._scope(q)[0] is searcher._scope(q)[0]  # one set while nothing changes
+        for _ in range(2):  # alternating filters, each answered from its own set
+            assert paths("wild") == ["memory/b.md", "memory/c.md"]
+            assert paths("zoo") == ["memory/a.md"]
+        env.write("memory/b.md", note(None, "otters use stones as tools\n", tags=["wild", "zoo"]))
+        env.sync()
+        assert paths("zoo") == ["memory/a.md", "memory/b.md"]
+        assert paths("wild") == ["memory/b.md", "memory/c.md"]
+        usage.retire(["v:memory/a.md"])
+        assert paths("zoo") == ["memory/b.md"]
+        assert paths("zoo", history=True) == ["memory/a.md", "memory/b.md"]
+        usage.restore(["v:memory/a.md"])
+        assert paths("zoo") == ["memory/a.md", "memory/b.md"]
+        usage.close()

@@ -61,6 +61,7 @@ LOOSE_MAX_WORDS = 4
 # left after dropping the excluded ones here takes about 1.2 ms. The result is the same: when
 # too few remain and more hits exist, the query runs again with the filter. Past
 # POST_FILTER_MAX_SHARE of the chunks excluded, the wide run would cost more than the filter.
+FILTER_CACHE_SIZE = 8
 POST_FILTER_MIN_KEYS = 500
 POST_FILTER_MARGIN = 1.5
 POST_FILTER_MAX_SHARE = 0.85
@@ -126,7 +127,7 @@ class FullText:
         self.analyzer = _words_analyzer()
         self.index.register_tokenizer(WORDS_TOKENIZER, self.analyzer)
         self._writer: tantivy.IndexWriter | None = None
-        self._filter_cache: tuple | None = None
+        self._filter_cache: list[tuple] = []  # (allow, deny, clauses), newest last
 
     # -------------------------------------------------------------- writes
 
@@ -301,12 +302,13 @@ class FullText:
         return out
 
     def _filters(self, allow: set[str] | None, deny: set[str] | None) -> list:
-        key = (id(allow), id(deny))
-        if self._filter_cache is not None and self._filter_cache[0] == key \
-                and self._filter_cache[1] is allow and self._filter_cache[2] is deny:
-            return self._filter_cache[3]  # the catalog hands out the same set until it changes
+        # the searcher hands out the same set for a filter until the notes change: the clauses
+        # of the last few are kept, so that queries alternating between filters reuse them too
+        for a, d, out in self._filter_cache:
+            if a is allow and d is deny:
+                return out
         out = self._build_filters(allow, deny)
-        self._filter_cache = (key, allow, deny, out)
+        self._filter_cache = self._filter_cache[-(FILTER_CACHE_SIZE - 1):] + [(allow, deny, out)]
         return out
 
     def _build_filters(self, allow: set[str] | None, deny: set[str] | None) -> list:

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 pa.set_memory_pool(pa.system_memory_pool())
 TABLE = "chunks"
 EXACT_MAX_ROWS = 100_000  # 200 MB of float32 at 512-d; beyond this, LanceDB does the scan
+MASK_CACHE_SIZE = 8  # filter masks kept: 10 KB each at 10,000 chunks
 CACHE_BYTES = 16 << 20  # LanceDB index and metadata caches
 
 
@@ -123,7 +124,7 @@ class Vectors:
             self.table = self.db.create_table(TABLE, schema=self.schema)
         self._memory: _Memory | None = None
         self._memory_lock = threading.Lock()
-        self._mask_cache: tuple | None = None
+        self._mask_cache: list[tuple] = []  # (view, allow, deny, mask), newest last
 
     def count(self) -> int:
         return self.table.count_rows()
@@ -207,10 +208,10 @@ class Vectors:
         n, alive, rows_of = view
         if n == 0:
             return []
-        cached = self._mask_cache
-        if cached is not None and cached[0] is view and cached[1] is allow and cached[2] is deny:
-            mask = cached[3]  # same rows, same filter sets (the catalog reuses them until it changes)
-        else:
+        # same rows, same filter sets (the searcher reuses a set until the notes change): the
+        # masks of the last few are kept, so that queries alternating between filters reuse them
+        mask = next((m for v, a, d, m in self._mask_cache if v is view and a is allow and d is deny), None)
+        if mask is None:
             if allow is not None:
                 mask = np.zeros(n, dtype=bool)
                 for key in allow:
@@ -219,7 +220,8 @@ class Vectors:
                 mask = alive.copy()
                 for key in deny or ():
                     mask[rows_of.get(key, [])] = False
-            self._mask_cache = (view, allow, deny, mask)
+            kept = [c for c in self._mask_cache if c[0] is view][-(MASK_CACHE_SIZE - 1):]  # a write made a new view
+            self._mask_cache = kept + [(view, allow, deny, mask)]
         idx = np.flatnonzero(mask)
         if idx.size == 0:
             return []
