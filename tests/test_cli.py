@@ -29,6 +29,19 @@ def test_index_summary_and_no_change_rerun(indexed):
     assert summary["unchanged"] == 3 and summary["chunks_embedded"] == 0
 
 
+def test_a_bulk_index_is_compacted_as_the_daemon_does(tmp_path):
+    import lancedb
+    vault, state = tmp_path / "vault", tmp_path / "state"
+    for name in "abcde":
+        write(vault, f"memory/{name}.md", f"note {name} about otters\n")
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text("[index]\nbatch_files = 2\n")  # so that five notes are a bulk load, in three commits
+    r = run_cli("index", "--vault", str(vault), "--state-dir", str(state), env={"VAULTMEM_CONFIG": str(cfg)})
+    assert r.returncode == 0, r.stderr
+    table = lancedb.connect(str(state / "lance")).open_table("chunks")
+    assert len(table.list_versions()) == 1 and table.count_rows() == 5  # one compacted version left
+
+
 def test_query_json_contract(indexed):
     _, state = indexed
     r = run_cli("query", "ship release", "--state-dir", str(state), "--json", "-k", "5")

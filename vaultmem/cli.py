@@ -272,6 +272,8 @@ def cmd_index(args: argparse.Namespace) -> int:
         if args.rebuild:
             idx.rebuild()
         report = idx.sync(vaults, progress=print_progress)
+        if report.changes >= settings.index.batch_files:
+            idx.optimize()  # as the daemon does after a bulk load: compaction (and the ANN index)
     if report.moved:
         from .usage import Usage
 
