@@ -11,11 +11,12 @@ a query and 220 ms with a 7,000-key exclusion filter; the in-memory scan takes a
 
 Past that size the query goes to LanceDB, with the filter applied before ranking (so a
 filtered query still gets every row it should), through an IVF_PQ index once optimize() has
-built one. At 100,000 rows (the bench vault's embeddings, perturbed) LanceDB's flat scan took
-178 ms a query (numpy 9 ms, but from 200 MB of memory); the index, with ANN_NPROBES partitions
-probed and the best ANN_REFINE x k re-ranked on the stored vectors, 16 ms, and found 99% of the
-exact top 10 (5 ms and 84% without the re-ranking). Building it took 279 s on 2 cores, once;
-later optimizes add new rows to it, and rows not yet in it are scanned exactly.
+built one. bench/vector_index.py at 100,000 rows (the bench vault's embeddings, perturbed):
+LanceDB's flat scan 95 ms a query (numpy 9 ms, but from 195 MB of memory); the index, with
+ANN_NPROBES partitions probed and the best ANN_REFINE x k re-ranked on the stored vectors,
+20 ms, finding 99% of the exact top 10 (without the re-ranking, 84%). Building it took 277 s
+on 2 cores, once; later optimizes add new rows to it, and rows not yet in it are scanned
+exactly.
 """
 
 from __future__ import annotations
