@@ -173,7 +173,7 @@ class Searcher:
         text_best = _best_per_note(text_hits)
         vec_best = _best_per_note(vec_hits)
         ent_best = _best_per_note(ent_hits)
-        fused = self._fuse(text_best, vec_best, q.mode)
+        fused = self._fuse(text_best, vec_best, q.mode, q.explain)
         notes = self.index.catalog.notes(set(fused) | set(ent_best))
         if state is not None:  # as the vault stood then
             notes = {k: _with(r, superseded_by=state.get(k)) for k, r in notes.items()}
@@ -197,10 +197,11 @@ class Searcher:
             fit = dates.closeness(named, row["date_ts"]) if named else 0.0
             dated = cfg.date_weight * fit
             score = base * imp * fb * decay + bonus + dated
-            parts.update({"fused": round(base, 6), "importance_factor": round(imp, 4),
-                          "feedback_factor": round(fb, 4), "decay": round(decay, 4),
-                          "entity_match": round(shared, 4), "entity_bonus": round(bonus, 4),
-                          "date_match": round(fit, 4), "date_bonus": round(dated, 4)})
+            if q.explain:  # built only when asked: rounding every candidate's factors cost ~0.5 ms a query
+                parts.update({"fused": round(base, 6), "importance_factor": round(imp, 4),
+                              "feedback_factor": round(fb, 4), "decay": round(decay, 4),
+                              "entity_match": round(shared, 4), "entity_bonus": round(bonus, 4),
+                              "date_match": round(fit, 4), "date_bonus": round(dated, 4)})
             scored.append((score, key, parts))
         scored.sort(key=lambda x: (-x[0], x[1]))
         if q.history:
@@ -246,7 +247,7 @@ class Searcher:
             info["unknown_words"] = unknown
         return hits, info
 
-    def _fuse(self, text_best: dict, vec_best: dict, mode: str) -> dict[str, tuple[float, dict]]:
+    def _fuse(self, text_best: dict, vec_best: dict, mode: str, explain: bool = False) -> dict[str, tuple[float, dict]]:
         cfg = self.cfg
         wt = cfg.text_weight if mode != "vector" else 0.0
         wv = cfg.vector_weight if mode != "text" else 0.0
@@ -262,9 +263,9 @@ class Searcher:
         v_max, v_min = (max(v_scores), min(v_scores)) if v_scores else (1.0, 0.0)
         for key in set(text_best) | set(vec_best):
             parts: dict[str, Any] = {}
-            if key in text_best:
+            if explain and key in text_best:
                 parts["text_rank"], parts["bm25"] = t_rank[key], round(text_best[key][1], 4)
-            if key in vec_best:
+            if explain and key in vec_best:
                 parts["vector_rank"], parts["cosine"] = v_rank[key], round(vec_best[key][1], 4)
             if cfg.fusion == "rrf" and mode == "hybrid":
                 k = cfg.rrf_k
