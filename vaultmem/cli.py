@@ -77,8 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("index", help="index vaults in this process (incremental: only changed files are read)",
                        description="Build or update the index of one or more vaults. Unchanged files cost "
-                                   "one stat; changed text is re-embedded, unchanged text never. While a daemon "
-                                   "runs it owns the index: use `vaultmem reindex` instead.",
+                                   "one stat; changed text is re-embedded, unchanged text never. A big load "
+                                   "([index] batch_files notes or more) is followed by the upkeep the daemon "
+                                   "runs: compaction, and past 100,000 chunks the vector index (minutes, once). "
+                                   "While a daemon runs it owns the index: use `vaultmem reindex` instead.",
                        epilog="example: vaultmem index --vault ~/.claude --vault work=~/src/app --state-dir ~/.local/state/vaultmem")
     p.add_argument("--vault", action="append", default=[], metavar="[NAME=]DIR",
                    help="a vault directory (repeatable; default: the vaults indexed before)")
