@@ -118,7 +118,6 @@ class UseEmbedder:
         backend.table = mapped
         return table.nbytes
 
-
     def release_pages(self) -> bool:
         """Drop this process's resident pages of the mapped word table (see map_table). A big
         index touches nearly every row, and those pages would stay counted in the process's RSS

@@ -61,10 +61,10 @@ LOOSE_MAX_WORDS = 4
 # left after dropping the excluded ones here takes about 1.2 ms. The result is the same: when
 # too few remain and more hits exist, the query runs again with the filter. Past
 # POST_FILTER_MAX_SHARE of the chunks excluded, the wide run would cost more than the filter.
-FILTER_CACHE_SIZE = 8
 POST_FILTER_MIN_KEYS = 500
 POST_FILTER_MARGIN = 1.5
 POST_FILTER_MAX_SHARE = 0.85
+FILTER_CACHE_SIZE = 8  # filter clauses kept, for the last few allow/deny sets
 
 
 def _has_digit(word: str) -> bool:
