@@ -141,7 +141,7 @@ class Searcher:
         allow = set()
         for r in rows:
             if want_tags:
-                have = {normalize(t) for t in json.loads(r["tags"] or "[]")}
+                have = _tag_set(r["tags"])
                 if (q.any_tags and not (want_tags & have)) or (not q.any_tags and not want_tags <= have):
                     continue
             if want_topic is not None and topic_key(r["topic"]) != want_topic:
@@ -376,6 +376,11 @@ def _best_per_note(hits: list[tuple[str, str, float]]) -> dict[str, tuple[str, f
         if key not in best or score > best[key][1]:
             best[key] = (cid, score)
     return best
+
+
+@functools.lru_cache(maxsize=4096)  # notes share their tag lists: "tags: [ops, deploy]" many times over
+def _tag_set(tags_json: str | None) -> frozenset[str]:
+    return frozenset(normalize(t) for t in json.loads(tags_json or "[]"))
 
 
 def _json_list(s: str | None) -> list[str]:
