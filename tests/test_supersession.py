@@ -255,3 +255,20 @@ def test_mark_superseded_leaves_symlinks_and_foreign_frontmatter_alone_and_says_
     assert (outside.read_bytes(), toml.read_bytes()) == before
     said = [r.getMessage() for r in caplog.records if "mark_superseded" in r.getMessage()]
     assert len(said) == 2 and any("symlink" in m for m in said) and any("not plain YAML" in m for m in said)
+
+
+def test_the_chains_at_a_moment_are_those_of_the_notes_written_before_it(env):
+    from vaultmem.index import VaultIndex
+    env.write("memory/a.md", note("deploy", "by hand\n", date="2025-01-01"))
+    env.write("memory/b.md", note("deploy", "through CI\n", date="2025-06-01"))
+    env.write("memory/c.md", note("deploy", "through Argo\n"), mtime=1_767_225_600)  # no date: 2026-01-01 by mtime
+    env.write("memory/d.md", note("api", "v2 replaces the legacy api\n", date="2025-09-01", supersedes="[deploy]"))
+    env.sync()
+    with VaultIndex(env.settings()) as idx:
+        cat = idx.catalog
+        everything = [f for f, _ in cat._facts().values()]
+        for moment in (1_735_000_000, 1_735_689_600, 1_750_000_000, 1_760_000_000, 1_767_225_600, 1_800_000_000):
+            # the SQL filter on the moment agrees with Facts.order, the time chains are ordered by
+            assert cat.supersession_at(moment) == compute([f for f in everything if f.order[0] < moment])
+        assert cat.supersession_at(1_750_000_000) == {"v:memory/a.md": "v:memory/b.md", "v:memory/b.md": None}
+        assert cat.supersession_at(1_800_000_000)["v:memory/c.md"] == "v:memory/d.md"

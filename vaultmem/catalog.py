@@ -67,6 +67,12 @@ SCHEMA_VERSION = "3"
 MIGRATIONS = {"2": ["ALTER TABLE notes ADD COLUMN secrets TEXT"]}
 
 
+def _facts_of(r: tuple) -> Facts:
+    """A row of Catalog._FACTS as supersession reads it."""
+    return Facts(r[0], r[1], r[2], r[3], r[4], (r[5] or 0) / 1e9,
+                 tuple(json.loads(r[6])) if r[6] and r[6] != "[]" else ())
+
+
 class Catalog:
     def __init__(self, path: Path, writer: bool = True):
         """`writer` may rebuild a catalog of an older layout; a reader refuses it."""
@@ -189,9 +195,7 @@ class Catalog:
 
     def _facts(self, where: str = "", args: tuple = ()) -> dict[str, tuple[Facts, str | None]]:
         rows = self.db.execute(f"{self._FACTS} WHERE status='ok' {where}", args)
-        return {r[0]: (Facts(r[0], r[1], r[2], r[3], r[4], (r[5] or 0) / 1e9,
-                             tuple(json.loads(r[6])) if r[6] and r[6] != "[]" else ()), r[7])
-                for r in rows}
+        return {r[0]: (_facts_of(r), r[7]) for r in rows}
 
     def affected(self, keys: Iterable[str]) -> tuple[set[str], set[tuple[str, str]]]:
         """What the given notes' supersession depends on, as they stand now: the notes
@@ -241,7 +245,9 @@ class Catalog:
         """The chains as they stood at `moment` (seconds since the epoch): every note written
         before it (by date, else mtime, as chains order notes) mapped to the note that
         superseded it then, or None if it was current."""
-        return compute([f for f, _ in self._facts().values() if f.order[0] < moment])
+        rows = self.db.execute(f"{self._FACTS} WHERE status='ok' AND coalesce(date_ts, mtime_ns / 1e9, 0) < ?",
+                               (moment,))  # Facts.order's time, compared in SQL
+        return compute([_facts_of(r) for r in rows])
 
     # -------------------------------------------------------------- reads for search
 

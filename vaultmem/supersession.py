@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import functools
 import posixpath
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from .text import normalize
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):
+    """What supersession reads of a note. A named tuple: an `--as-of` query derives the chains
+    from all of them, and on the 10,000-note bench vault making them as frozen dataclasses cost
+    11 of the 49 ms that took."""
+
     key: str
     vault: str
     path: str
