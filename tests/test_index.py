@@ -228,14 +228,15 @@ def test_arrow_allocates_from_the_system_pool_which_returns_freed_memory():
     assert pa.table({"x": list(range(1000))}).num_rows == 1000  # and Arrow works with it
 
 
-def test_past_the_exact_size_an_ann_index_answers_and_filters_lose_nothing(tmp_path, monkeypatch):
+@pytest.mark.parametrize("dim", [64, 100])  # 100: no power of two divides it (remote embedders vary)
+def test_past_the_exact_size_an_ann_index_answers_and_filters_lose_nothing(tmp_path, monkeypatch, dim):
     import numpy as np
     from vaultmem import vectors
     monkeypatch.setattr(vectors, "EXACT_MAX_ROWS", 300)  # the real size is 100,000 rows
     rng = np.random.default_rng(5)
-    mat = rng.normal(size=(640, 64)).astype(np.float32)
+    mat = rng.normal(size=(640, dim)).astype(np.float32)
     mat /= np.linalg.norm(mat, axis=1, keepdims=True)
-    v = Vectors(tmp_path / "lance", "test-embedder", 64)
+    v = Vectors(tmp_path / "lance", "test-embedder", dim)
     v.replace(set(), [(f"c{i}", f"v:n{i // 2}.md", f"h{i}", mat[i]) for i in range(600)])
     assert not v.has_index()
     assert v.search(mat[7], 5)[0][0] == "c7"  # exact, by LanceDB's scan
@@ -249,7 +250,7 @@ def test_past_the_exact_size_an_ann_index_answers_and_filters_lose_nothing(tmp_p
     deny = {f"v:n{n}.md" for n in range(0, 295)}  # all but five notes left out
     assert {c for c, _, _ in v.search(mat[0], 20, deny=deny)} == {f"c{i}" for i in range(590, 600)}
     # rows added after the index was built are found too
-    extra = rng.normal(size=64).astype(np.float32)
+    extra = rng.normal(size=dim).astype(np.float32)
     extra /= np.linalg.norm(extra)
     v.replace(set(), [("c600", "v:n300.md", "h600", extra)])
     assert v.search(extra, 3)[0][0] == "c600"

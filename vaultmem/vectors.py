@@ -44,7 +44,7 @@ TABLE = "chunks"
 EXACT_MAX_ROWS = 100_000  # 200 MB of float32 at 512-d; beyond this, LanceDB and its index
 ANN_NPROBES = 20
 ANN_REFINE = 10
-ANN_SUB_VECTORS = 64  # product quantisation: 8 dimensions per code at 512-d
+ANN_DIMS_PER_CODE = 8  # product quantisation: 64 codes at 512-d
 MASK_CACHE_SIZE = 8  # filter masks kept: 10 KB each at 10,000 chunks
 CACHE_BYTES = 16 << 20  # LanceDB index and metadata caches
 
@@ -95,6 +95,12 @@ class _Memory:
     def dead_share(self) -> float:
         n, alive, _ = self._view
         return 1.0 - (alive.sum() / n) if n else 0.0
+
+
+def _sub_vectors(dim: int) -> int:
+    """Codes per vector for the IVF_PQ index: it must divide the dimension (a remote embedder's
+    may be 300 or 1000), with at least ANN_DIMS_PER_CODE dimensions to a code."""
+    return max((n for n in range(1, dim // ANN_DIMS_PER_CODE + 1) if dim % n == 0), default=1)
 
 
 def sql_str(value: str) -> str:
@@ -268,7 +274,8 @@ class Vectors:
                 log.info("building the vector index over %d rows (once; minutes on a laptop)", rows)
                 t = time.perf_counter()
                 self.table.create_index("vector", config=IvfPq(
-                    distance_type="cosine", num_partitions=max(1, int(rows ** 0.5)), num_sub_vectors=ANN_SUB_VECTORS))
+                    distance_type="cosine", num_partitions=max(1, int(rows ** 0.5)),
+                    num_sub_vectors=_sub_vectors(self.dim)))
                 log.info("built the vector index in %.0f s", time.perf_counter() - t)
 
     def has_index(self) -> bool:
