@@ -35,7 +35,7 @@ DEFAULTS: dict[str, Any] = {
         "mark_superseded": False,
     },
     "embedder": {
-        "kind": "use",  # use (bundled, offline) | ollama | openai
+        "kind": "use",  # use (bundled, offline) | e5 (bundled, offline, slower) | ollama | openai
         "model": "",
         "url": "",
         "api_key_env": "",
@@ -334,8 +334,8 @@ def _validate(s: Settings) -> None:
         raise ConfigError(f"search mode must be hybrid, text or vector, not '{s.search.mode}'")
     if s.search.fusion not in ("rrf", "score"):
         raise ConfigError(f"search fusion must be rrf or score, not '{s.search.fusion}'")
-    if s.embedder.kind not in ("use", "ollama", "openai"):
-        raise ConfigError(f"embedder kind must be use, ollama or openai, not '{s.embedder.kind}'")
+    if s.embedder.kind not in ("use", "e5", "ollama", "openai"):
+        raise ConfigError(f"embedder kind must be use, e5, ollama or openai, not '{s.embedder.kind}'")
     if s.embedder.vector_dtype not in ("float16", "float32"):
         raise ConfigError("embedder vector_dtype must be float16 or float32")
     if s.search.k < 1 or s.search.candidates < 1:

@@ -374,7 +374,7 @@ class Daemon:
         try:
             assert self.reader is not None
             # no read lock: loading takes seconds and must not hold up status or queries
-            self.reader.vectors.search(self.reader.embedder.embed(["warm up"])[0], 1)
+            self.reader.vectors.search(self.reader.embedder.embed_query(["warm up"])[0], 1)
         except Exception:  # warming is an optimisation; the first query will load what it needs
             log.exception("warm-up failed")
             return

@@ -25,7 +25,7 @@ import numpy as np
 
 from .catalog import Catalog, FileState, chunk_id
 from .config import Settings, Vault
-from .embedders import Embedder, make_embedder
+from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
 from .errors import IndexMissingError, VaultmemError
 from .fulltext import FullText
 from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
@@ -71,7 +71,9 @@ def file_digest(data: bytes) -> str:
 def embedder_identity(settings: Settings) -> tuple[str, int]:
     e = settings.embedder
     if e.kind == "use":
-        return "use-multilingual-v3", 512
+        return UseEmbedder.id, UseEmbedder.dim
+    if e.kind == "e5":
+        return E5Embedder.id, E5Embedder.dim
     return f"{e.kind}:{e.model}", e.dim
 
 

@@ -166,7 +166,7 @@ class Searcher:
         if q.mode in ("hybrid", "text"):
             text_hits = self.index.fulltext.search(tq, n, allow, deny)
         if q.mode in ("hybrid", "vector") and q.text.strip():
-            qvec = self.index.embedder.embed([q.text])[0]
+            qvec = self.index.embedder.embed_query([q.text])[0]
             vec_hits = self.index.vectors.search(qvec, n, allow, deny)
         ent_names = self._query_entities(q.text)
         ent_hits = self.index.fulltext.entity_search(ent_names, n, allow, deny) if ent_names else []

