@@ -10,6 +10,7 @@ chains whose current note comes first and whose superseded notes stay hidden by 
     python bench/eval.py                          # all sets, configured defaults
     python bench/eval.py --sets jsquad --mode text
     python bench/eval.py --fusion score --text-weight 0.7 --vector-weight 0.3
+    python bench/eval.py --embedder e5            # multilingual-e5-small (first index: minutes)
 """
 
 from __future__ import annotations
@@ -54,9 +55,10 @@ def open_index(name: str, args) -> VaultIndex:
     index = {"include": ["**/*.md"]}
     if args.chunk_chars:
         index["chunk_chars"] = args.chunk_chars
-    state = Path(args.state_root) / f"{name}-c{args.chunk_chars or 'default'}-{args.dtype}"
+    suffix = "" if args.embedder == "use" else f"-{args.embedder}"  # the USE state dirs keep their old names
+    state = Path(args.state_root) / f"{name}-c{args.chunk_chars or 'default'}-{args.dtype}{suffix}"
     settings = resolve({"state_dir": str(state), "vaults": [f"{name}={SETS[name] / 'vault'}"],
-                        "search": search, "index": index, "embedder": {"vector_dtype": args.dtype}}, env={})
+                        "search": search, "index": index, "embedder": {"vector_dtype": args.dtype, "kind": args.embedder}}, env={})
     idx = VaultIndex(settings, writable=True)
     t = time.perf_counter()
     report = idx.sync(list(settings.vaults))
@@ -141,6 +143,7 @@ def main() -> None:
     ap.add_argument("--date-weight", type=float)
     ap.add_argument("--chunk-chars", type=int)
     ap.add_argument("--dtype", default="float16", choices=["float16", "float32"], help="stored vector type")
+    ap.add_argument("--embedder", default="use", choices=["use", "e5"], help="bundled embedder (each gets its own state dir)")
     ap.add_argument("--limit", type=int, help="only the first N queries of each set")
     ap.add_argument("--state-root", default=str(ROOT / "bench" / "out"))
     ap.add_argument("--json", action="store_true")
