@@ -11,6 +11,7 @@ from conftest import run_cli
 from vaultmem.config import resolve
 from vaultmem.embedders import E5Embedder, UseEmbedder
 from vaultmem.errors import EmbedderMismatchError
+from vaultmem.index import VaultIndex
 from vaultmem.vectors import Vectors
 
 PASSAGES = [
@@ -59,8 +60,17 @@ def test_a_vault_indexed_with_e5_is_found_by_meaning_and_refuses_another_embedde
     env.write("memory/money.md", "---\ntopic: money\n---\n" + PASSAGES[1] + "\n")
     report = env.sync()
     assert report.chunks_embedded == 2
-    hits = env.query("what type should prices use", mode="vector", k=1)
+    hits = env.query("what type should prices use", mode="vector", k=1, explain=True)
     assert [h.path for h in hits] == ["memory/money.md"]
+    # the search embedded the query as a query ("query: "), not as a passage
+    emb = E5Embedder()
+    with VaultIndex(env.settings()) as idx:
+        _, stored = idx.vectors.note_vectors(["v:memory/money.md"])
+    stored = stored[0]
+    as_query = float(stored @ emb.embed_query(["what type should prices use"])[0])
+    as_passage = float(stored @ emb.embed(["what type should prices use"])[0])
+    got = hits[0].explain["cosine"]
+    assert abs(got - as_query) < abs(got - as_passage), (got, as_query, as_passage)
     with pytest.raises(EmbedderMismatchError, match="--rebuild"):
         Vectors(env.state / "lance", UseEmbedder.id, UseEmbedder.dim)
     # the CLI says so in one line, with the exit code for "embedder changed"
