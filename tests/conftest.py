@@ -74,13 +74,14 @@ def env(tmp_path: Path) -> Env:
     return Env(tmp_path)
 
 
-def run_cli(*args: str, input: str | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
+def run_cli(*args: str, input: str | None = None, env: dict | None = None,
+            python_flags: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
     e = dict(os.environ)
     e.pop("VAULTMEM_CONFIG", None)
     e["XDG_CONFIG_HOME"] = "/nonexistent-vaultmem-test"
     e["VAULTMEM_SOCKET"] = "/nonexistent-vaultmem-test/vaultmem.sock"  # no daemon unless a test starts one
     e.update(env or {})
-    return subprocess.run([sys.executable, "-m", "vaultmem.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, *python_flags, "-m", "vaultmem.cli", *args], capture_output=True, text=True,
                           input=input, env=e, cwd=ROOT, timeout=300)
 
 

