@@ -184,16 +184,19 @@ def test_the_model_table_can_be_served_from_a_file_map_with_the_same_vectors(tmp
         assert isinstance(backend.table, np.memmap)
         assert np.array_equal(emb.embed(texts), before)
         assert emb.map_table(tmp_path / "cache") == 0  # already mapped: nothing to release
-        # the rows a big index touched stay resident until released; the vectors do not change
+        # the rows a big index or a query touches are not left resident; the vectors do not change
         mapped = next((tmp_path / "cache").iterdir())
-        emb.embed([f"note {i}: " + " ".join(f"word{i * 7 + j} 単語{j} 낱말{i}" for j in range(40)) for i in range(60)])
-        touched = _mapped_rss_kb(mapped)
-        assert touched > 1024
-        assert emb.release_pages()
-        assert _mapped_rss_kb(mapped) < touched / 4
+        many = [f"note {i}: " + " ".join(f"word{i * 7 + j} 単語{j} 낱말{i}" for j in range(40)) for i in range(60)]
+        emb.embed(many)
+        assert _mapped_rss_kb(mapped) < 64
+        backend.table[np.arange(0, backend.table.shape[0], 512)].sum()  # touch the map as a query does
+        assert _mapped_rss_kb(mapped) > 1024  # (which is why the embedder drops them)
+        for q in ("who deploys on friday", "금요일 배포", "金曜日のデプロイ"):
+            emb.embed_query([q])
+        assert _mapped_rss_kb(mapped) < 64
         assert np.array_equal(emb.embed(texts), before)
         backend.table = heap
-        assert not emb.release_pages()  # a table in the heap has nothing to give back
+        assert not emb._release_pages()  # a table in the heap has nothing to give back
         assert emb.map_table(tmp_path / "cache") == heap.nbytes  # the file is reused, not rewritten
         assert len(list((tmp_path / "cache").iterdir())) == 1
     finally:

@@ -90,11 +90,11 @@ def _return_free_memory() -> None:
         libc.malloc_trim(0)
 
 
-# Big work (a first index, a folder of notes added) leaves memory resident that the daemon no
-# longer needs: freed heap, and the rows of the model's word table the texts touched (52 MB
-# after a first index of 10,000 notes). It is given back after this many chunks embedded, or a
-# reconcile that changed over 100 notes. A daemon's first index of the 10,000-note bench vault
-# (then 25 queries): RSS 372-377 -> 321 MB, peak 417-421 -> 369-372 MB.
+# Big work (a first index, a folder of notes added) leaves freed heap resident that the daemon
+# no longer needs. It is given back after this many chunks embedded, or a reconcile that
+# changed over 100 notes: 295 -> 280 MB at the end of a first index of the 10,000-note bench
+# vault, and 30-45 MB each 500 single-note edits. (The model's word table gives back its own
+# pages after every embed call: UseEmbedder._release_pages.)
 RELEASE_AFTER_CHUNKS = 500
 
 
@@ -518,7 +518,6 @@ class Daemon:
         if self.embedded_since_release >= RELEASE_AFTER_CHUNKS or (reconcile and report.changes > 100):
             self.embedded_since_release = 0
             before = _rss_mb()
-            self.writer.release_model_pages()
             _return_free_memory()
             log.info("gave back memory after the work: RSS %.0f -> %.0f MB", before, _rss_mb())
         if report.moved and self.usage is not None:

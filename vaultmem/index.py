@@ -150,12 +150,6 @@ class VaultIndex:
             self._embedder = embedder
         return self._embedder
 
-    def release_model_pages(self) -> None:
-        """Let the embedder drop the pages it holds resident but can map back
-        (UseEmbedder.release_pages); nothing when no model is loaded."""
-        if self._embedder is not None and hasattr(self._embedder, "release_pages"):
-            self._embedder.release_pages()
-
     @property
     def vectors(self):
         if self._vectors_owner is not None:
