@@ -386,7 +386,7 @@ def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = ()) -> No
         print("   " + snippet)
         if h.get("explain"):
             print("   explain: " + ", ".join(f"{k}={v}" for k, v in h["explain"].items()))
-    print(f"{len(hits)} hits in {took_ms} ms", file=sys.stderr)
+    print(f"{len(hits)} {'hit' if len(hits) == 1 else 'hits'} in {took_ms} ms", file=sys.stderr)
 
 
 def _short(value: Any, limit: int = 40) -> str:
