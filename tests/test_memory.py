@@ -372,6 +372,19 @@ def test_remember_where_the_memory_folder_cannot_be_made_is_one_clear_error(env)
     assert (env.vault / "memory").read_text() == "a file where the folder should be\n"
 
 
+def test_tags_flags_take_a_comma_list_like_the_frontmatter_key(env):
+    env.write("CLAUDE.md", "# Rules\n\nbe kind\n")
+    assert cli(env, "index", "--vault", f"v={env.vault}").returncode == 0
+    r = cli(env, "remember", "--topic", "espresso care", "--tags", "office, kitchen", "--tag", "#office", "--tag", "ops",
+            "descale the espresso machine")
+    assert r.returncode == 0, r.stderr
+    path = next((env.vault / "memory").glob("espresso-care-*.md"))
+    assert "tags: [office, kitchen, ops]" in path.read_text()
+    assert paths(env, "espresso", "--tags", "kitchen,ops") == [f"memory/{path.name}"]
+    assert paths(env, "espresso", "--tags", "kitchen,nope") == []
+    assert paths(env, "espresso", "--tags", "kitchen,nope", "--any-tag") != []
+
+
 def test_remember_into_a_configured_vault_that_was_never_indexed(env, tmp_path):
     cfg = tmp_path / "vaultmem.toml"
     cfg.write_text(f'state_dir = "{env.state}"\n[vaults]\nmine = "{env.vault}"\n')

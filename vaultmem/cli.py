@@ -43,9 +43,19 @@ def _client(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-daemon", action="store_true", help="answer in this process even if a daemon runs")
 
 
+class _Tags(argparse.Action):
+    """--tag T, repeatable, and --tags a,b (the frontmatter key's name, with a comma list)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        got = list(getattr(namespace, self.dest) or [])
+        got += [t for t in (v.strip().lstrip("#").strip() for v in str(values).split(",")) if t and t not in got]
+        setattr(namespace, self.dest, got)
+
+
 def _query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-k", type=int, metavar="N", help="number of hits (default 10)")
-    p.add_argument("--tag", action="append", default=[], metavar="T", help="only notes with this tag (repeat: all of them)")
+    p.add_argument("--tag", "--tags", dest="tag", action=_Tags, default=[], metavar="T",
+                   help="only notes with this tag (repeat, or a,b: all of them)")
     p.add_argument("--any-tag", action="store_true", help="with several --tag, any one of them is enough")
     p.add_argument("--kind", action="append", default=[], metavar="K", help="only notes of this kind (repeatable)")
     p.add_argument("--topic", metavar="X", help="only notes on this topic")
@@ -126,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
                        formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("text", nargs="*", help="the note's text; '-' (or nothing, with input piped) reads stdin")
     p.add_argument("--topic", required=True, help="what the note is about; notes on one topic form a chain")
-    p.add_argument("--tag", action="append", default=[], metavar="T", help="a tag (repeatable)")
+    p.add_argument("--tag", "--tags", dest="tag", action=_Tags, default=[], metavar="T", help="a tag (repeat, or a,b)")
     p.add_argument("--kind", metavar="K", help="decision, correction, review, insight, ... (default knowledge)")
     p.add_argument("--importance", type=float, metavar="F", help="0..1 (default 0.5)")
     p.add_argument("--vault", metavar="NAME|DIR", help="which vault (default: the one you are in, or the only one)")
