@@ -186,7 +186,7 @@ def format_report(report: dict, limit: int = 20) -> str:
     `limit` lines each; 0 shows all)."""
     c = report["counts"]
     lines = [f"inventory {report['generated']}: {report['notes']} notes, {report['current']} current, "
-             f"{report['retired']} retired; " + ("clean" if report["clean"] else f"{sum(c.values())} findings")]
+             f"{report['retired']} retired; " + ("clean" if report["clean"] else _count(sum(c.values()), "finding"))]
     for section in SECTIONS:
         items = report["findings"][section]
         if not items:
@@ -223,3 +223,7 @@ def last_saved(state_dir: Path) -> float | None:
         return (state_dir / "inventory" / "latest.json").stat().st_mtime
     except OSError:
         return None
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
