@@ -185,7 +185,7 @@ def test_cli_uses_the_daemon_and_falls_back_without_it(daemon):
     assert r.returncode == 0 and "in-process" not in r.stderr
     assert json.loads(r.stdout)["hits"][0]["path"] == "memory/a.md"
     # a query through the daemon loads no engine: that is what keeps a fresh `vaultmem query`
-    # (and the session hook) in tens of milliseconds instead of the 1.7 s of loading them
+    # (and the session hook) in tens of milliseconds instead of the 1.6 s of loading them
     r = run_cli("query", "iguana", "--socket", str(daemon.sock), "--json", python_flags=("-X", "importtime"))
     assert r.returncode == 0 and json.loads(r.stdout)["hits"][0]["path"] == "memory/a.md"
     imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in r.stderr.splitlines()
