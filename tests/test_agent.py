@@ -140,6 +140,34 @@ def test_notes_shown_at_session_start_count_as_retrieved(tmp_path):
     assert "CLAUDE.md" not in retrieved
 
 
+def test_session_start_digest_fits_every_budget(tmp_path):
+    """Whatever the budget and however long the project's name and path (the heading names the
+    project, the entries name files by their full path), the digest is never over it: budget
+    120 gave 121 tokens from a clone at /work/ci-clone, when the blank line under the heading
+    went uncounted. Four name lengths, one of each length mod 4, and every budget."""
+    import shutil
+    from vaultmem.agent import session_start
+    from vaultmem.backend import Backend
+    from vaultmem.config import resolve
+    for n in range(4):
+        root = tmp_path / ("project" + "x" * n)
+        shutil.copytree(EXAMPLE, root)
+        state = tmp_path / f"state{n}"
+        assert run_cli("index", "--vault", f"example={root}", "--state-dir", str(state)).returncode == 0
+        settings = resolve({"state_dir": str(state), "vaults": [f"example={root}"]}, env={})
+        backend = Backend(settings, no_daemon=True, quiet=True)
+        try:
+            sizes = {}
+            for budget in range(80, 400):
+                out = session_start(backend, settings, str(root), budget)
+                assert not out or out.startswith(f"# Memories for {root.name} (vaultmem)")
+                assert estimate_tokens(out) <= budget, (root.name, budget, estimate_tokens(out))
+                sizes[budget] = estimate_tokens(out)
+        finally:
+            backend.close()
+        assert 0 < sizes[150] and sizes[399] > 300  # the budget is used, not just respected
+
+
 def test_session_start_budget_is_a_hard_bound(example_state):
     for budget in (120, 300, 600):
         r = hook(example_state, "--cwd", str(EXAMPLE), "--budget", str(budget))

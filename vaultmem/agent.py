@@ -172,7 +172,9 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
     head = f"# Memories for {project.name} (vaultmem)\n"
     tail = ("\nMore: the vaultmem MCP tool `recall` (or `vaultmem query TEXT`). Older versions of a fact "
             "are hidden; open a file at the given lines for the full note.\n")
-    used = estimate_tokens(head + tail)
+    # the digest is head + "\n" + entries + tail; estimating its parts apart never counts less
+    # than estimating the whole (each part's count rounds up)
+    used = estimate_tokens(head + "\n" + tail)
     lines: list[str] = []
     keys: list[str] = []
     for h in picked:
