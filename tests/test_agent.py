@@ -168,6 +168,27 @@ def test_session_start_digest_fits_every_budget(tmp_path):
         assert 0 < sizes[150] and sizes[399] > 300  # the budget is used, not just respected
 
 
+def test_recall_answers_fit_their_budget_as_sent(example_state):
+    """The MCP `recall` answer, as the JSON the agent receives (list separators and the `note`
+    included), stays within the budget; only a single first hit may be over (it is always kept,
+    clipped). The hits' own sizes alone once let 45 of 272 budgets go over by up to 17 tokens."""
+    from vaultmem.agent import recall
+    from vaultmem.backend import Backend
+    from vaultmem.config import resolve
+    settings = resolve({"state_dir": str(example_state), "vaults": [f"example={EXAMPLE}"]}, env={})
+    backend = Backend(settings, no_daemon=True, quiet=True)
+    try:
+        counts = {}
+        for budget in range(100, 2000, 7):
+            answer = recall(backend, settings, "deploy rollback tests", k=20, budget=budget)
+            counts[budget] = len(answer["hits"])
+            if counts[budget] > 1:
+                assert estimate_tokens(json.dumps(answer, ensure_ascii=False)) <= budget, budget
+    finally:
+        backend.close()
+    assert counts[100] >= 1 and counts[1997] > counts[401] > 1  # the budget is used, not just respected
+
+
 def test_session_start_budget_is_a_hard_bound(example_state):
     for budget in (120, 300, 600):
         r = hook(example_state, "--cwd", str(EXAMPLE), "--budget", str(budget))

@@ -62,15 +62,16 @@ def compact(hit: dict, roots: dict[str, str]) -> dict[str, Any]:
 
 
 def fit(items: list[dict], budget: int) -> tuple[list[dict], bool]:
-    """The longest prefix of `items` within `budget` tokens (as JSON). An item that does not fit
-    whole is tried without its section; the first item is always kept, its section clipped."""
+    """The longest prefix of `items` within `budget` tokens, counted as they appear in a JSON
+    list (each with its ", "). An item that does not fit whole is tried without its section;
+    the first item is always kept, its section clipped."""
     out: list[dict] = []
     used = 0
     for i, item in enumerate(items):
-        cost = estimate_tokens(json.dumps(item, ensure_ascii=False))
+        cost = _list_cost(item)
         if used + cost > budget and "section" in item:
             item = {k: v for k, v in item.items() if k != "section"}
-            cost = estimate_tokens(json.dumps(item, ensure_ascii=False))
+            cost = _list_cost(item)
         if used + cost > budget:
             if i == 0:
                 out.append(_shrink(item, budget))
@@ -78,6 +79,10 @@ def fit(items: list[dict], budget: int) -> tuple[list[dict], bool]:
         out.append(item)
         used += cost
     return out, False
+
+
+def _list_cost(item: dict) -> int:
+    return estimate_tokens(json.dumps(item, ensure_ascii=False) + ", ")
 
 
 def _shrink(item: dict, budget: int) -> dict:
@@ -98,7 +103,9 @@ def recall(backend: Backend, settings: Settings, query: str, k: int = 5, tags: l
     out = backend.request({"op": "query", "text": query, "k": k, "tags": tags or [], "kinds": [kind] if kind else [],
                            "history": bool(history), "section_chars": settings.agent.section_chars})
     roots = vault_roots(backend)
-    hits, clipped = fit([compact(h, roots) for h in out["hits"]], budget)
+    left_out = f"{len(out['hits'])} more hit(s) left out to stay within {budget} tokens"  # the longest note
+    envelope = estimate_tokens(json.dumps({"hits": [], "note": left_out}, ensure_ascii=False))
+    hits, clipped = fit([compact(h, roots) for h in out["hits"]], budget - envelope)
     answer: dict[str, Any] = {"hits": hits}
     if clipped:
         answer["note"] = f"{len(out['hits']) - len(hits)} more hit(s) left out to stay within {budget} tokens"
