@@ -197,3 +197,41 @@ def test_a_filter_follows_edits_and_retirements_while_the_searcher_stays_open(en
         usage.restore(["v:memory/a.md"])
         assert paths("zoo") == ["memory/a.md", "memory/b.md"]
         usage.close()
+
+
+def test_no_text_lists_the_notes_a_filter_passes_newest_first(env):
+    from vaultmem.index import VaultIndex
+    from vaultmem.query import Query
+    from vaultmem.search import Searcher
+    from vaultmem.usage import Usage
+    env.write("memory/old.md", note("backups", "nightly to the NAS\n", tags="[ops]", date="2025-01-01"))
+    env.write("memory/new.md", note("backups", "hourly to object storage\n", tags="[ops]", date="2026-03-01"))
+    env.write("memory/undated.md", note("runbook", "# Runbook\n\nrestart the queue first\n", tags="[ops]"),
+              mtime=dt.datetime(2025, 6, 1).timestamp())  # no date: its mtime places it
+    env.write("memory/gone.md", note("pager", "page the lead\n", tags="[ops]", date="2026-05-01"))
+    env.write("memory/other.md", note("lunch", "tacos on friday\n", tags="[food]", date="2026-06-01"))
+    env.sync()
+    s = env.settings()
+    with VaultIndex(s) as idx:
+        usage = Usage(s.state_dir)
+        usage.retire(["v:memory/gone.md"])
+        searcher = Searcher(idx, usage)
+
+        def listed(**kw):
+            hits, _ = searcher.search(Query("", record=False, **kw))
+            return hits
+
+        hits = listed(tags=("ops",))
+        assert [h.path for h in hits] == ["memory/new.md", "memory/undated.md"]  # current, newest first
+        assert all(h.score == 0 and h.current for h in hits)
+        assert hits[1].heading.endswith("Runbook") and (hits[1].line_start, hits[1].line_end) == (5, 7)
+        assert [h.path for h in listed(tags=("ops",), history=True)] == \
+            ["memory/gone.md", "memory/new.md", "memory/undated.md", "memory/old.md"]
+        assert [h.path for h in listed(tags=("ops",), history=True, k=2)] == ["memory/gone.md", "memory/new.md"]
+        assert [h.path for h in listed()] == ["memory/other.md", "memory/new.md", "memory/undated.md"]
+        assert listed(tags=("ops",), as_of=dt.datetime(2025, 3, 1).timestamp())[0].path == "memory/old.md"
+        usage.close()
+    r = run_cli("query", "--tag", "ops", "--state-dir", str(env.state), "--json", "--no-record")
+    assert r.returncode == 0 and [h["path"] for h in json.loads(r.stdout)["hits"]] == ["memory/new.md", "memory/undated.md"]
+    r = run_cli("query", "--state-dir", str(env.state))
+    assert r.returncode == 2 and "a filter to list notes" in r.stderr

@@ -101,12 +101,14 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("query", help="search the index",
                        description="Search current notes by words and meaning. A word no note has (a typo) "
                                    "is looked up by similar spelling; put a word or phrase in double quotes "
-                                   "to require it exactly (also inside Japanese/Korean text).",
+                                   "to require it exactly (also inside Japanese/Korean text). With filters and "
+                                   "no text, it lists the notes that pass them, newest first.",
                        epilog='examples:\n  vaultmem query "how do we deploy"\n  vaultmem query \'"デプロイ手順"\' --mode text\n'
                               '  vaultmem query deploy --tag ops --history --json\n'
+                              '  vaultmem query --tag ops --since 2w            # list: newest first\n'
                               '  vaultmem query --batch questions.txt --json',
                        formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("text", nargs="*", help="what to look for")
+    p.add_argument("text", nargs="*", help="what to look for (none, with a filter: list the notes that pass it)")
     p.add_argument("--batch", metavar="FILE", help="one query per line (text, or JSON with 'text' and options); '-' is stdin")
     p.add_argument("--vault", action="append", default=[], metavar="NAME|DIR", help="only this vault (repeatable)")
     p.add_argument("--json", action="store_true", help="print JSON: {hits: [...], took_ms}")
@@ -314,8 +316,10 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise UsageError("-k must be at least 1")
     if args.batch and args.text:
         raise UsageError("give either query text or --batch FILE, not both")
-    if not args.batch and not args.text:
-        raise UsageError("nothing to search for: give query text (or --batch FILE)")
+    filtered = args.tag or args.kind or args.topic or args.vault or args.path or args.since or args.until or args.where
+    if not args.batch and not args.text and not filtered:
+        raise UsageError("nothing to search for: give query text, a filter to list notes newest first "
+                         "(--tag, --kind, --topic, --path, --vault, --since, --until, --where), or --batch FILE")
     opts = {"k": args.k, "tags": args.tag, "any_tags": args.any_tag, "kinds": args.kind, "topic": args.topic,
             "vaults": args.vault, "path": args.path, "history": args.history, "mode": args.mode,
             "explain": args.explain, "half_life": args.half_life, "as_of": args.as_of, "task": args.task,

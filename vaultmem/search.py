@@ -32,7 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from . import dates
-from .catalog import written_at
+from .catalog import chunk_id, written_at
 from .index import VaultIndex
 from .notes import extra_keys, extract_entities
 from .query import Query
@@ -156,9 +156,13 @@ class Searcher:
     # -------------------------------------------------------------- the query
 
     def search(self, q: Query) -> tuple[list[Hit], dict[str, Any]]:
+        """The notes that answer `q`, best first. With no query text, the notes that pass its
+        filters, newest first (a listing: `vaultmem query --tag ops`)."""
         t0 = time.perf_counter()
         cfg = self.cfg
         allow, deny, state = self._scope(q)
+        if not q.text.strip():
+            return self._listing(q, allow, deny, state, t0)
         n = max(cfg.candidates, q.k * 3)
         text_hits: list[tuple[str, str, float]] = []
         vec_hits: list[tuple[str, str, float]] = []
@@ -208,14 +212,31 @@ class Searcher:
         if q.history:
             scored = _newest_first_within_chains(scored, notes)
         top = scored[: q.k]
-        chunk_for = {}
-        for _, key, _ in top:
-            chunk_for[key] = (text_best.get(key) or vec_best.get(key) or ent_best.get(key))[0]
+        chunk_for = {key: (text_best.get(key) or vec_best.get(key) or ent_best.get(key))[0] for _, key, _ in top}
+        unknown = self.index.fulltext.unknown_words(tq) if q.mode != "vector" else []
+        return self._hits(q, top, notes, chunk_for, retired, unknown, t0)
+
+    def _listing(self, q: Query, allow: set[str] | None, deny: set[str] | None,
+                 state: dict[str, str | None] | None, t0: float) -> tuple[list[Hit], dict[str, Any]]:
+        """Every note in scope, newest first (by date, else mtime; ties by key), each shown from
+        its first section; the score is 0: nothing was matched."""
+        cat = self.index.catalog
+        keys = allow if allow is not None else {r["key"] for r in cat.select(current_only=False)} - (deny or set())
+        notes = cat.notes(keys)
+        if state is not None:
+            notes = {k: _with(r, superseded_by=state.get(k)) for k, r in notes.items()}
+        newest = sorted(notes, key=lambda k: (-written_at(notes[k]), k))[: q.k]
+        top = [(0.0, key, {"listed": "newest first"} if q.explain else {}) for key in newest]
+        retired = self.usage.retired() if self.usage is not None else {}
+        return self._hits(q, top, notes, {key: chunk_id(key, 0) for key in newest}, retired, [], t0)
+
+    def _hits(self, q: Query, top: list, notes: dict, chunk_for: dict[str, str], retired: dict[str, float],
+              unknown: list[str], t0: float) -> tuple[list[Hit], dict[str, Any]]:
+        cfg = self.cfg
         chunks = self.index.catalog.chunks(chunk_for.values())
         sup_keys = [notes[key]["superseded_by"] for _, key, _ in top if notes[key]["superseded_by"]]
         sup_paths = {k: k.split(":", 1)[1] for k in sup_keys}
         terms = highlight_terms(q.text)
-        unknown = self.index.fulltext.unknown_words(tq) if q.mode != "vector" else []
         hits = []
         vault_roots = {v.name: v.root for v in self.index.vaults()}
         for score, key, parts in top:
