@@ -103,12 +103,15 @@ def recall(backend: Backend, settings: Settings, query: str, k: int = 5, tags: l
     out = backend.request({"op": "query", "text": query, "k": k, "tags": tags or [], "kinds": [kind] if kind else [],
                            "history": bool(history), "section_chars": settings.agent.section_chars})
     roots = vault_roots(backend)
-    left_out = f"{len(out['hits'])} more hit(s) left out to stay within {budget} tokens"  # the longest note
-    envelope = estimate_tokens(json.dumps({"hits": [], "note": left_out}, ensure_ascii=False))
+    def left_out(n: int) -> str:
+        return f"{n} more hit(s) left out to stay within {budget} tokens"
+
+    # the answer's own keys come first out of the budget, with the longest note it may carry
+    envelope = estimate_tokens(json.dumps({"hits": [], "note": left_out(len(out["hits"]))}, ensure_ascii=False))
     hits, clipped = fit([compact(h, roots) for h in out["hits"]], budget - envelope)
     answer: dict[str, Any] = {"hits": hits}
     if clipped:
-        answer["note"] = f"{len(out['hits']) - len(hits)} more hit(s) left out to stay within {budget} tokens"
+        answer["note"] = left_out(len(out["hits"]) - len(hits))
     if not hits:
         answer["note"] = "no matching notes"
     return answer
