@@ -2,6 +2,7 @@
 Checks the --json contract, batch mode, exit codes and one-line errors."""
 
 import json
+import re
 
 import pytest
 
@@ -83,6 +84,9 @@ def test_human_output_and_explain(indexed):
     assert r.returncode == 0
     assert "vault:CLAUDE.md:3-5" in r.stdout and "CLAUDE.md › Rules › Testing" in r.stdout
     assert "explain: " in r.stdout and "bm25=" in r.stdout
+    assert r.stdout.startswith("1. ") and "\n2. " not in r.stdout and re.search(r"^1 hit in [\d.]+ ms$", r.stderr, re.M)
+    r = run_cli("query", "ship", "--state-dir", str(state), "--mode", "text", "--history")
+    assert "\n2. " in r.stdout and re.search(r"^\d+ hits in [\d.]+ ms$", r.stderr, re.M)
 
 
 def test_a_misspelt_word_is_named_and_still_found(indexed):

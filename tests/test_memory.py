@@ -248,6 +248,7 @@ def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
     assert human.returncode == 1
     assert "near-duplicate notes" in human.stdout and "v:memory/leak.md  (line 5: GitHub token)" in human.stdout
     assert GH not in human.stdout
+    assert human.stdout.splitlines()[0].endswith(" findings")
 
     hit = js(cli(env, "query", "releases", "--json"))["hits"][0]
     assert hit["path"] == "memory/leak.md"
@@ -266,6 +267,9 @@ def test_inventory_of_a_clean_vault_exits_0(env):
     assert r.returncode == 1
     assert sorted(i["note"] for i in json.loads(r.stdout)["findings"]["never_retrieved"]) == \
         ["v:memory/a.md", "v:memory/b.md"]
+    env.write("memory/c.md", note("gamma", "a third note about kites, untagged\n"))
+    cli(env, "index", "--vault", f"v={env.vault}")
+    assert cli(env, "inventory").stdout.splitlines()[0].endswith("; 1 finding")  # missing tags, said in the singular
 
 
 def test_usage_records_survive_a_rebuild_and_stay_out_of_the_notes(env):
