@@ -85,17 +85,25 @@ def test_mcp_without_a_daemon_answers_in_process_and_says_so(tmp_path):
     assert run_cli("index", "--vault", f"v={vault}", "--state-dir", str(tmp_path / "st")).returncode == 0
 
     async def steps(client):
+        tools = {t.name: t for t in (await client.list_tools()).tools}
         hit = structured(await client.call_tool("recall", {"query": "capybara"}))
         err = await client.call_tool("forget", {"path": "memory/nope.md"})
         bulk = structured(await client.call_tool("forget", {"topic": "bulk"}))
-        return hit, err, bulk
+        return tools, hit, err, bulk
 
-    hit, err, bulk = mcp_session(["--state-dir", str(tmp_path / "st")],
+    tools, hit, err, bulk = mcp_session(["--state-dir", str(tmp_path / "st")],
                                  {"VAULTMEM_SOCKET": str(tmp_path / "none.sock")}, steps)
     assert hit["hits"][0]["file"] == str(vault / "memory/a.md")
     assert "no vaultmem daemon" in hit["answered_by"]
     assert err.is_error and "no such note" in err.content[0].text
     assert bulk["count"] == 25 and len(bulk["retired"]) == 20 and "5 more" in bulk["note"], "answers stay bounded"
+    # what a client needs to decide what to ask the user first, and descriptions without indentation
+    hints = {name: t.annotations for name, t in tools.items()}
+    assert {n for n, a in hints.items() if a.read_only_hint} == {"recall", "inventory", "status"}
+    assert {n for n, a in hints.items() if a.destructive_hint} == {"forget"}
+    assert all(a.open_world_hint is False and t.title for a, t in zip(hints.values(), tools.values()))
+    for t in tools.values():
+        assert not any(line.startswith(" ") for line in t.description.splitlines()), t.name
 
 
 # ------------------------------------------------------------------ the session-start hook

@@ -9,11 +9,13 @@ status. Their descriptions are written for the model that reads them.
 
 from __future__ import annotations
 
+import inspect
 import os
 from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 
 from . import __version__, agent
 from .backend import Backend
@@ -34,6 +36,16 @@ LIST_ITEMS = 20  # notes listed in one answer
 def build(settings: Settings, socket: str | None = None, explicit_state_dir: bool = False) -> MCPServer:
     server = MCPServer("vaultmem", version=__version__, instructions=INSTRUCTIONS)
 
+    def tool(title: str, read_only: bool = False, destructive: bool = False, idempotent: bool = False):
+        """Register a tool with its docstring dedented (the model reads every description at
+        every session start: no indentation to pay for) and the hints a client uses to decide
+        what to ask the user before calling: read-only tools change no note, forget is the one
+        that takes something away. Nothing reaches outside this machine's vaults."""
+        hints = ToolAnnotations(title=title, read_only_hint=read_only, destructive_hint=destructive,
+                                idempotent_hint=idempotent or read_only, open_world_hint=False)
+        return lambda fn: server.tool(title=title, description=inspect.cleandoc(fn.__doc__ or ""),
+                                      annotations=hints)(fn)
+
     def call(fn):
         backend = Backend(settings, socket=socket, explicit_state_dir=explicit_state_dir, quiet=True)
         try:
@@ -46,7 +58,7 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
         finally:
             backend.close()
 
-    @server.tool()
+    @tool("Recall from memory", read_only=True)
     def recall(query: str, k: int = 5, tags: list[str] | None = None, kind: str | None = None,
                history: bool = False) -> dict[str, Any]:
         """Search the user's memory notes by words and meaning (English, Japanese, Korean).
@@ -64,7 +76,7 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
         """
         return call(lambda b: agent.recall(b, settings, query, k, tags, kind, history))
 
-    @server.tool()
+    @tool("Remember a fact")
     def remember(topic: str, text: str, tags: list[str] | None = None, kind: str | None = None,
                  importance: float | None = None) -> dict[str, Any]:
         """Save a fact for future sessions as a new Markdown note in the project's memory folder.
@@ -82,7 +94,7 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
             "op": "remember", "topic": topic, "text": text, "tags": tags or [], "kind": kind,
             "importance": importance, "cwd": os.getcwd()}).items() if k != "ok"})
 
-    @server.tool()
+    @tool("Retire a note", destructive=True, idempotent=True)
     def forget(path: str | None = None, topic: str | None = None) -> dict[str, Any]:
         """Retire a note that is wrong or obsolete, so that it stops being returned as current.
 
@@ -101,7 +113,7 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
             return answer
         return call(run)
 
-    @server.tool()
+    @tool("Rate a recalled note")
     def feedback(path: str, useful: bool, task: str | None = None) -> dict[str, Any]:
         """Tell vaultmem whether a recalled note helped; it ranks helpful notes higher next time.
 
@@ -114,7 +126,7 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
             "op": "feedback", "path": path, "useful": bool(useful), "task": task, "cwd": os.getcwd()}).items()
             if k != "ok"})
 
-    @server.tool()
+    @tool("Check the memory", read_only=True)
     def inventory() -> dict[str, Any]:
         """Check the memory for problems: topics with several current notes, stale or never used
         notes, notes without topic or tags, broken `supersedes`, files out of sync with the index,
@@ -129,7 +141,7 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
                     "note": f"at most {INVENTORY_ITEMS} findings per section; `vaultmem inventory --all` lists all"}
         return call(run)
 
-    @server.tool()
+    @tool("Memory status", read_only=True)
     def status() -> dict[str, Any]:
         """What the memory holds: vaults, number of notes and current notes, whether the daemon
         is running and up to date. Use it when recall returns nothing you expected."""
