@@ -106,6 +106,27 @@ def test_nothing_found_exits_1(indexed):
     assert r.returncode == 1 and r.stdout == ""
 
 
+def test_quiet_prints_results_and_errors_only(tmp_path):
+    vault, state = tmp_path / "vault", tmp_path / "state"
+    write(vault, "memory/ok.md", note("ok", "the okapi note\n"))
+    write(vault, "memory/bad.md", "---\ntopic: [unclosed\n---\nthe broken okapi note\n")
+    (vault / "memory/gone.md").symlink_to(tmp_path / "nowhere.md")
+    loud = run_cli("index", "--vault", str(vault), "--state-dir", str(state))
+    assert loud.returncode == 0 and "malformed frontmatter" in loud.stderr and "dangling" in loud.stderr
+    assert "2 added" in loud.stdout
+    write(vault, "memory/new.md", note("new", "the newer okapi note\n"))
+    quiet = run_cli("index", "--vault", str(vault), "--state-dir", str(state), "-q")
+    assert (quiet.returncode, quiet.stdout, quiet.stderr) == (0, "", "")
+    assert run_cli("status", "--state-dir", str(state), "--json").stdout.count('"notes": 3') == 1
+    found = run_cli("query", "okapi", "--state-dir", str(state), "--quiet", "--mode", "text")
+    assert found.returncode == 0 and found.stdout.count("okapi") == 3 and found.stderr == ""
+    assert "answering in-process" in run_cli("query", "okapi", "--state-dir", str(state), "--mode", "text").stderr
+    none = run_cli("query", "zebra", "--state-dir", str(state), "-q", "--mode", "text")
+    assert (none.returncode, none.stdout, none.stderr) == (1, "", "")
+    err = run_cli("query", "x", "--state-dir", str(tmp_path / "none"), "-q")
+    assert err.returncode == 3 and err.stderr.startswith("vaultmem: error: no index"), "errors still speak"
+
+
 @pytest.mark.parametrize("text", ["foo:bar", "(テスト", "AND"])
 def test_syntax_like_queries_are_not_errors(indexed, text):
     _, state = indexed

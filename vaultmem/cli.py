@@ -35,6 +35,9 @@ def _common(p: argparse.ArgumentParser) -> None:
                    help="where the index lives (default $VAULTMEM_STATE_DIR or ~/.local/state/vaultmem)")
     p.add_argument("--config", metavar="FILE", help="config file (default ~/.config/vaultmem/vaultmem.toml)")
     p.add_argument("--debug", action="store_true", help="log everything and show tracebacks")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print only results and errors: no progress bar, warnings, skipped files, summary "
+                        "lines or 'answering in-process' note (for cron and scripts: the exit code tells)")
 
 
 def _client(p: argparse.ArgumentParser) -> None:
@@ -257,7 +260,7 @@ def _backend(args: argparse.Namespace, settings=None):
 
     settings = settings or _settings(args)
     return Backend(settings, socket=getattr(args, "socket", None), no_daemon=getattr(args, "no_daemon", False),
-                   explicit_state_dir=bool(args.state_dir or os.environ.get("VAULTMEM_STATE_DIR")))
+                   explicit_state_dir=bool(args.state_dir or os.environ.get("VAULTMEM_STATE_DIR")), quiet=args.quiet)
 
 
 def _settings(args: argparse.Namespace, vaults: list[str] | None = None):
@@ -285,7 +288,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             raise UsageError("no vault given: pass --vault DIR (or set vaults in the config file)")
         if args.rebuild:
             idx.rebuild()
-        report = idx.sync(vaults, progress=print_progress)
+        report = idx.sync(vaults, progress=None if args.quiet else print_progress)
         if report.changes >= settings.index.batch_files:
             idx.optimize()  # as the daemon does after a bulk load: compaction (and the ANN index)
     if report.moved:
@@ -298,7 +301,7 @@ def cmd_index(args: argparse.Namespace) -> int:
             usage.close()
     if args.json:
         print(json.dumps({**report.__dict__, "vaults": [v.name for v in vaults]}, ensure_ascii=False))
-    else:
+    elif not args.quiet:
         for key, reason in sorted(report.problems.items()):
             print(f"skipped {key}: {reason}", file=sys.stderr)
         print(f"indexed {', '.join(v.name for v in vaults)}: {report.summary()}")
@@ -338,7 +341,7 @@ def cmd_query(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"hits": out["hits"], "took_ms": out["took_ms"]}, ensure_ascii=False))
     else:
-        _print_hits(out["hits"], out["took_ms"], out.get("unknown_words", []))
+        _print_hits(out["hits"], out["took_ms"], out.get("unknown_words", []), args.quiet)
     return 0 if out["hits"] else 1
 
 
@@ -375,14 +378,15 @@ def _run_batch(path: str, opts: dict, backend) -> int:
     return 0
 
 
-def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = ()) -> None:
+def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = (), quiet: bool = False) -> None:
     tty = sys.stdout.isatty()
     bold = (lambda s: f"\033[1m{s}\033[0m") if tty else (lambda s: s)
-    if unknown:
+    if unknown and not quiet:
         words = ", ".join(f'"{w}"' for w in unknown)
         print(f"no note has {words}; looked up by similar spelling", file=sys.stderr)
     if not hits:
-        print("no matching notes", file=sys.stderr)
+        if not quiet:
+            print("no matching notes", file=sys.stderr)
         return
     for i, h in enumerate(hits, 1):
         state = ("current" if h["current"] else "retired" if h.get("retired")
@@ -400,7 +404,8 @@ def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = ()) -> No
         print("   " + snippet)
         if h.get("explain"):
             print("   explain: " + ", ".join(f"{k}={v}" for k, v in h["explain"].items()))
-    print(f"{len(hits)} {'hit' if len(hits) == 1 else 'hits'} in {took_ms} ms", file=sys.stderr)
+    if not quiet:
+        print(f"{len(hits)} {'hit' if len(hits) == 1 else 'hits'} in {took_ms} ms", file=sys.stderr)
 
 
 def _short(value: Any, limit: int = 40) -> str:
@@ -439,6 +444,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         backend.close()
     if args.json:
         print(json.dumps(out, ensure_ascii=False))
+        return 0
+    if args.quiet:
         return 0
     r = out["report"]
     for key, reason in sorted(out.get("problems", {}).items()):
@@ -609,7 +616,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     for v in settings.vaults:
         if not v.root.is_dir():
             raise UsageError(f"vault directory not found: {v.root}")
-    if not args.debug:
+    if not args.debug and not args.quiet:
         logging.getLogger().setLevel(logging.INFO)
     return Daemon(settings, socket_path(args.socket, settings.daemon.socket)).run()
 
@@ -631,12 +638,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.WARNING,
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.ERROR if args.quiet else logging.WARNING,
                         format="vaultmem: %(levelname)s: %(message)s")
     if not args.debug:
         for noisy in ("lancedb", "pylance", "lance", "apscheduler", "watchdog"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
-        logging.getLogger("watchdog.observers").setLevel(logging.WARNING)  # overflow warnings matter
+        logging.getLogger("watchdog.observers").setLevel(logging.ERROR if args.quiet else logging.WARNING)  # overflow warnings matter
     try:
         return COMMANDS[args.command](args)
     except VaultmemError as err:
