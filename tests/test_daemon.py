@@ -428,3 +428,70 @@ def test_memory_habit_through_the_socket(daemon, tmp_path):
     assert json.loads(latest.read_text())["notes"] >= 3
     assert (daemon.state / "inventory" / "latest.txt").read_text().startswith("inventory ")
     assert daemon.request({"op": "status"})["last_inventory"].startswith("20")
+
+
+def test_watch_coverage_is_counted_as_the_kernel_holds_it(tmp_path):
+    """The premise of the unwatched-directory check: a recursive watchdog watch holds one
+    inotify watch per directory (symlinks not entered), as counted from /proc, and grows with
+    a new directory."""
+    from watchdog.events import FileSystemEventHandler
+    from watchdog.observers import Observer
+    from vaultmem.daemon import directories_under, inotify_watches
+    for i in range(7):
+        (tmp_path / f"v/p{i}/memory").mkdir(parents=True)
+    (tmp_path / "elsewhere/deep").mkdir(parents=True)
+    (tmp_path / "v/link").symlink_to(tmp_path / "elsewhere")
+    assert directories_under(str(tmp_path / "v")) == 15
+    before = inotify_watches() or 0
+    obs = Observer()
+    obs.schedule(FileSystemEventHandler(), str(tmp_path / "v"), recursive=True)
+    obs.start()
+    try:
+        assert inotify_watches() - before == 15
+        (tmp_path / "v/p0/memory/new").mkdir()
+        deadline = time.time() + 10
+        while inotify_watches() - before != 16 and time.time() < deadline:
+            time.sleep(0.02)
+        assert inotify_watches() - before == 16 == directories_under(str(tmp_path / "v"))
+    finally:
+        obs.stop()
+        obs.join(5)
+
+
+def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path, monkeypatch, caplog):
+    """At the kernel's inotify watch limit watchdog skips subdirectories without a word. The
+    limit is per user and machine-wide, so the test does not reach it: it makes the count of
+    watches held come out short, as the kernel's refusal would, on a real observer."""
+    from apscheduler.schedulers.background import BackgroundScheduler
+    from watchdog.observers import Observer
+    import vaultmem.daemon as dmod
+    from vaultmem.config import resolve
+    vault = tmp_path / "vault"
+    for i in range(3):
+        (vault / f"p{i}/memory").mkdir(parents=True)
+    d = dmod.Daemon(resolve({"state_dir": str(tmp_path / "s"), "vaults": [f"v={vault}"]}, env={}),
+                    str(tmp_path / "s.sock"))
+    d.vaults = {v.name: v for v in d.settings.vaults}
+    d.observer, d.scheduler = Observer(), BackgroundScheduler()
+    d._schedule_watches()
+    d.observer.start()
+    try:
+        d._check_watches(rewatch=False)
+        assert d.watch["complete"] and d.watch["directories"] == 7 and d.scheduler.get_job("unwatched-reconcile") is None
+        real = dmod.inotify_watches
+        monkeypatch.setattr(dmod, "inotify_watches", lambda: real() - 2)  # two directories refused
+        with caplog.at_level("WARNING", logger="vaultmem.daemon"):
+            d._check_watches()  # a rewatch is tried first, and is refused as well
+        assert d.watch == {"watched": 5, "directories": 7, "complete": False, "limit": dmod.watch_limit()}
+        assert "only 5 of the vaults' 7 directories are watched" in caplog.text
+        assert "max_user_watches" in caplog.text
+        job = d.scheduler.get_job("unwatched-reconcile")
+        assert job is not None and job.trigger.interval.total_seconds() == dmod.UNWATCHED_RECONCILE_SECONDS
+        job.func()
+        assert d.queue.get_nowait().kind == "reconcile"
+        monkeypatch.setattr(dmod, "inotify_watches", real)  # the limit was raised
+        d._check_watches()
+        assert d.watch["complete"] and d.scheduler.get_job("unwatched-reconcile") is None
+    finally:
+        d.observer.stop()
+        d.observer.join(5)

@@ -424,6 +424,11 @@ def cmd_status(args: argparse.Namespace) -> int:
         if st.get("last_reconcile"):
             lr = st["last_reconcile"]
             print(f"last reconcile {lr['at']} ({lr['reason']}): {lr['summary']}")
+        w = st.get("watch")
+        if w and not w["complete"]:
+            print(f"watching only {w['watched']} of {w['directories']} directories (inotify watch limit "
+                  f"{w['limit']} reached): edits elsewhere wait for a reconcile, every minute; raise "
+                  "fs.inotify.max_user_watches")
         if st.get("last_inventory"):
             print(f"last inventory {st['last_inventory']} (see inventory/latest.txt in the state dir)")
     print(f"state dir: {st['state_dir']}")

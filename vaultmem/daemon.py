@@ -138,6 +138,43 @@ class _OverflowWatch(logging.Handler):
             self.daemon.enqueue(Work("reconcile", reason="inotify queue overflowed"))
 
 
+# A vault not wholly watched is reconciled this often (seconds) until it is again.
+UNWATCHED_RECONCILE_SECONDS = 60.0
+
+
+def inotify_watches() -> int | None:
+    """The inotify watches this process holds (Linux: /proc/self/fdinfo); None where unknown."""
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    total, seen = 0, False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:inotify":
+                continue
+            with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as f:
+                total += sum(1 for line in f if line.startswith("inotify wd:"))
+            seen = True
+        except OSError:
+            continue
+    return total if seen else None
+
+
+def watch_limit() -> int | None:
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def directories_under(root: str) -> int:
+    """The watches a recursive inotify watch of `root` needs: one per directory, the root
+    included, symlinked directories not entered (as watchdog does)."""
+    return sum(1 for _ in os.walk(root))
+
+
 class _Events(FileSystemEventHandler):
     def __init__(self, daemon: "Daemon", vault: Vault):
         self.daemon, self.vault = daemon, vault
@@ -298,6 +335,7 @@ class Daemon:
         self.scheduler: BackgroundScheduler | None = None
         self._writer_thread: threading.Thread | None = None
         self._overflow = _OverflowWatch(self)
+        self.watch: dict[str, Any] | None = None  # watches held against directories (status)
         self._reopen_reader = False
 
     # -------------------------------------------------------------- life cycle
@@ -338,11 +376,7 @@ class Daemon:
         for name in ("watchdog.observers.inotify", "watchdog.observers.inotify_c"):
             logging.getLogger(name).addHandler(self._overflow)
         self.observer = Observer()
-        for v in vaults:
-            if v.root.is_dir():
-                self.observer.schedule(_Events(self, v), str(v.root), recursive=True)
-            else:
-                log.warning("vault %s: %s is not a directory; not watched", v.name, v.root)
+        self._schedule_watches()
         self.observer.start()
         # the start-up reconcile runs on the writer thread, after the watch is up, so no edit
         # falls between the scan and the watch
@@ -362,10 +396,51 @@ class Daemon:
         inv = self.settings.inventory
         if inv.every_days > 0 and inv.check_minutes > 0:
             self.scheduler.add_job(self._inventory_if_due, "interval", minutes=inv.check_minutes, id="inventory")
+        self.scheduler.add_job(self._check_watches, "interval", minutes=max(1.0, cfg.reconcile_minutes or 15.0),
+                               id="watch-check")
         self.scheduler.start()
         sd_notify(f"READY=1\nSTATUS=watching {len(vaults)} vault(s), {work.result.get('summary', '')}")
         log.info("ready: %s; serving %s", work.result.get("summary", ""), self.socket_path)
+        self._check_watches(rewatch=False)  # after readiness: it walks every directory of the vaults
         threading.Thread(target=self._warm_up, name="vaultmem-warm-up", daemon=True).start()
+
+    def _schedule_watches(self) -> None:
+        assert self.observer is not None
+        for v in self.vaults.values():
+            if v.root.is_dir():
+                self.observer.schedule(_Events(self, v), str(v.root), recursive=True)
+            else:
+                log.warning("vault %s: %s is not a directory; not watched", v.name, v.root)
+
+    def _check_watches(self, rewatch: bool = True) -> None:
+        """watchdog skips, without a word, every subdirectory it cannot watch, also when the
+        kernel's inotify watch limit (fs.inotify.max_user_watches, shared by all of this user's
+        programs) is reached: edits there would wait for the next periodic reconcile. Count the
+        watches held against the directories the vaults have; when short, say so (log, status),
+        reconcile every UNWATCHED_RECONCILE_SECONDS, and at each later check (`rewatch`) watch
+        the vaults afresh, which takes once the limit is raised or other watches are gone."""
+        assert self.observer is not None and self.scheduler is not None
+        held = inotify_watches()
+        if held is None:  # not Linux: nothing to count
+            return
+        need = sum(directories_under(str(v.root)) for v in self.vaults.values() if v.root.is_dir())
+        if held < need and rewatch:
+            self.observer.unschedule_all()
+            self._schedule_watches()
+            held = inotify_watches() or 0
+        was_short = self.watch is not None and not self.watch["complete"]
+        self.watch = {"watched": held, "directories": need, "complete": held >= need, "limit": watch_limit()}
+        if held < need and not was_short:
+            log.warning("only %d of the vaults' %d directories are watched: the inotify watch limit "
+                        "(fs.inotify.max_user_watches = %s) is reached; edits elsewhere are picked up by "
+                        "a reconcile every %.0f s. Raise it: sudo sysctl fs.inotify.max_user_watches=524288",
+                        held, need, self.watch["limit"], UNWATCHED_RECONCILE_SECONDS)
+            self.scheduler.add_job(lambda: self.enqueue(Work("reconcile", reason="vault not wholly watched")),
+                                   "interval", seconds=UNWATCHED_RECONCILE_SECONDS, id="unwatched-reconcile",
+                                   replace_existing=True)
+        elif held >= need and was_short:
+            log.info("all %d directories of the vaults are watched again", need)
+            self.scheduler.remove_job("unwatched-reconcile")
 
     def _warm_up(self) -> None:
         """Load what the first query needs (LanceDB and its in-memory copy, the embedding model)
@@ -617,7 +692,7 @@ class Daemon:
             "pending": self.queue.qsize() + self.in_flight + pending_marks,
             "vaults": [{"name": v.name, "root": str(v.root)} for v in self.vaults.values()],
             "embedder": ident, "dim": dim, "state_dir": str(self.settings.state_dir),
-            "socket": self.socket_path, "last_reconcile": self.last_reconcile,
+            "socket": self.socket_path, "last_reconcile": self.last_reconcile, "watch": self.watch,
             "last_inventory": _iso(inventory.last_saved(self.settings.state_dir)),
             "uptime_s": round(time.time() - self.started, 1), "skipped_files": skipped,
         }
