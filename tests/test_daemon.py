@@ -482,11 +482,11 @@ def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path
         monkeypatch.setattr(dmod, "inotify_watches", lambda: real() - 2)  # two directories refused
         with caplog.at_level("WARNING", logger="vaultmem.daemon"):
             d._check_watches()  # a rewatch is tried first, and is refused as well
-        assert d.watch == {"watched": 5, "directories": 7, "complete": False, "limit": dmod.watch_limit()}
+        assert d.watch == {"watched": 5, "directories": 7, "complete": False, "limit": dmod.watch_limit(), "missing": []}
         assert "only 5 of the vaults' 7 directories are watched" in caplog.text
         assert "max_user_watches" in caplog.text
         job = d.scheduler.get_job("unwatched-reconcile")
-        assert job is not None and job.trigger.interval.total_seconds() == dmod.UNWATCHED_RECONCILE_SECONDS
+        assert job is not None and job.trigger.interval.total_seconds() == d.settings.daemon.unwatched_seconds == 60
         job.func()
         assert d.queue.get_nowait().kind == "reconcile"
         monkeypatch.setattr(dmod, "inotify_watches", real)  # the limit was raised
@@ -495,3 +495,29 @@ def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path
     finally:
         d.observer.stop()
         d.observer.join(5)
+
+
+def test_a_vault_root_deleted_and_made_again_is_watched_again(tmp_path):
+    """`rm -rf` of the vault and a fresh checkout in its place: watchdog's watch died with the
+    old directory; the daemon notices, reconciles, and watches the new one, so its edits are
+    live again."""
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text("[daemon]\nunwatched_seconds = 0.3\n")
+    vault = tmp_path / "vault"
+    atomic_save(vault / "memory/a.md", "the aardvark digs\n")
+    d = DaemonProc(vault, tmp_path / "state", tmp_path / "run/v.sock", {"VAULTMEM_CONFIG": str(cfg)})
+    d.start()
+    watch = lambda: d.request({"op": "status"})["watch"] or {}  # noqa: E731 (counted just after readiness)
+    try:
+        d.wait_for(lambda: watch().get("complete"))
+        shutil.rmtree(vault)
+        d.wait_for(lambda: watch().get("missing") == ["v"])
+        d.wait_for(lambda: d.paths("aardvark") == [])
+        atomic_save(vault / "memory/b.md", "the bison grazes\n")  # the new checkout
+        d.wait_for(lambda: d.paths("bison") == ["memory/b.md"])
+        d.wait_for(lambda: watch().get("complete"))
+        atomic_save(vault / "memory/c.md", "the caracal leaps\n")  # watched again: live
+        d.wait_for(lambda: d.paths("caracal") == ["memory/c.md"], timeout=5)
+        assert "vault v is back: watching it again" in d.log.read_text()
+    finally:
+        d.stop()

@@ -425,7 +425,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             lr = st["last_reconcile"]
             print(f"last reconcile {lr['at']} ({lr['reason']}): {lr['summary']}")
         w = st.get("watch")
-        if w and not w["complete"]:
+        for name in (w or {}).get("missing", []):
+            print(f"vault {name}: its directory is gone; watching for it to come back")
+        if w and w["watched"] < w["directories"]:
             print(f"watching only {w['watched']} of {w['directories']} directories (inotify watch limit "
                   f"{w['limit']} reached): edits elsewhere wait for a reconcile, every minute; raise "
                   "fs.inotify.max_user_watches")

@@ -65,6 +65,7 @@ DEFAULTS: dict[str, Any] = {
         "socket": "",  # empty: $XDG_RUNTIME_DIR/vaultmem/vaultmem.sock
         "debounce_ms": 10,
         "reconcile_minutes": 15.0,
+        "unwatched_seconds": 60.0,
         "optimize_minutes": 60.0,
         "optimize_after_commits": 200,
         "max_request_bytes": 1_048_576,
@@ -149,6 +150,7 @@ class DaemonSettings:
     socket: str
     debounce_ms: int
     reconcile_minutes: float
+    unwatched_seconds: float
     optimize_minutes: float
     optimize_after_commits: int
     max_request_bytes: int

@@ -138,10 +138,6 @@ class _OverflowWatch(logging.Handler):
             self.daemon.enqueue(Work("reconcile", reason="inotify queue overflowed"))
 
 
-# A vault not wholly watched is reconciled this often (seconds) until it is again.
-UNWATCHED_RECONCILE_SECONDS = 60.0
-
-
 def inotify_watches() -> int | None:
     """The inotify watches this process holds (Linux: /proc/self/fdinfo); None where unknown."""
     try:
@@ -194,6 +190,7 @@ class _Events(FileSystemEventHandler):
             if not rel or rel == ".":
                 if event.is_directory and event.event_type in ("deleted", "moved"):
                     self.daemon.enqueue(Work("reconcile", reason=f"vault root {path} {event.event_type}"))
+                    self.daemon.check_watches_soon()  # and watch for it to come back
                 continue
             if event.is_directory:
                 if not dir_excluded(rel, self.exclude):
@@ -336,6 +333,8 @@ class Daemon:
         self._writer_thread: threading.Thread | None = None
         self._overflow = _OverflowWatch(self)
         self.watch: dict[str, Any] | None = None  # watches held against directories (status)
+        self._watched_roots: set[str] = set()  # vaults whose root was a directory when watched
+        self._watch_lock = threading.Lock()
         self._reopen_reader = False
 
     # -------------------------------------------------------------- life cycle
@@ -406,41 +405,67 @@ class Daemon:
 
     def _schedule_watches(self) -> None:
         assert self.observer is not None
+        self._watched_roots = set()
         for v in self.vaults.values():
             if v.root.is_dir():
                 self.observer.schedule(_Events(self, v), str(v.root), recursive=True)
+                self._watched_roots.add(v.name)
             else:
-                log.warning("vault %s: %s is not a directory; not watched", v.name, v.root)
+                log.warning("vault %s: %s is not a directory; not watched until it is", v.name, v.root)
+
+    def check_watches_soon(self) -> None:
+        """From the observer's thread (a vault root went away): check on the scheduler's."""
+        if self.scheduler is not None:
+            self.scheduler.add_job(self._check_watches, id="watch-check-now", replace_existing=True)
 
     def _check_watches(self, rewatch: bool = True) -> None:
-        """watchdog skips, without a word, every subdirectory it cannot watch, also when the
-        kernel's inotify watch limit (fs.inotify.max_user_watches, shared by all of this user's
-        programs) is reached: edits there would wait for the next periodic reconcile. Count the
-        watches held against the directories the vaults have; when short, say so (log, status),
-        reconcile every UNWATCHED_RECONCILE_SECONDS, and at each later check (`rewatch`) watch
-        the vaults afresh, which takes once the limit is raised or other watches are gone."""
+        """Is every directory of the vaults watched? watchdog skips, without a word, each
+        subdirectory it cannot watch, also when the kernel's inotify watch limit
+        (fs.inotify.max_user_watches, shared by all of this user's programs) is reached; and a
+        vault root that is deleted and made again is not watched again. Edits there would wait
+        for the next periodic reconcile. Count the watches held against the directories the
+        vaults have; when short or a root is missing, say so (log, status), and every
+        [daemon] unwatched_seconds check again and reconcile. A check that finds the watch
+        short (`rewatch`) watches the vaults afresh, which takes once the limit is raised or
+        the root is back."""
+        with self._watch_lock:  # the scheduler may run two checks at once
+            self._check_watches_locked(rewatch)
+
+    def _check_watches_locked(self, rewatch: bool) -> None:
         assert self.observer is not None and self.scheduler is not None
         held = inotify_watches()
         if held is None:  # not Linux: nothing to count
             return
-        need = sum(directories_under(str(v.root)) for v in self.vaults.values() if v.root.is_dir())
-        if held < need and rewatch:
+        roots = [v for v in self.vaults.values() if v.root.is_dir()]
+        need = sum(directories_under(str(v.root)) for v in roots)
+        present = {v.name for v in roots}
+        self._watched_roots &= present  # a root that went away took its watch with it
+        came_back = present - self._watched_roots
+        if rewatch and (held < need or came_back):
             self.observer.unschedule_all()
             self._schedule_watches()
             held = inotify_watches() or 0
-        was_short = self.watch is not None and not self.watch["complete"]
-        self.watch = {"watched": held, "directories": need, "complete": held >= need, "limit": watch_limit()}
-        if held < need and not was_short:
+            if came_back:
+                log.info("vault %s is back: watching it again", ", ".join(sorted(came_back)))
+        missing = sorted(set(self.vaults) - present)
+        was = self.watch or {"watched": 0, "directories": 0, "complete": True}
+        self.watch = {"watched": held, "directories": need, "complete": held >= need and not missing,
+                      "limit": watch_limit(), "missing": missing}
+        if held < need and was["watched"] >= was["directories"]:  # said once, when it begins
             log.warning("only %d of the vaults' %d directories are watched: the inotify watch limit "
                         "(fs.inotify.max_user_watches = %s) is reached; edits elsewhere are picked up by "
                         "a reconcile every %.0f s. Raise it: sudo sysctl fs.inotify.max_user_watches=524288",
-                        held, need, self.watch["limit"], UNWATCHED_RECONCILE_SECONDS)
-            self.scheduler.add_job(lambda: self.enqueue(Work("reconcile", reason="vault not wholly watched")),
-                                   "interval", seconds=UNWATCHED_RECONCILE_SECONDS, id="unwatched-reconcile",
-                                   replace_existing=True)
-        elif held >= need and was_short:
+                        held, need, self.watch["limit"], self.settings.daemon.unwatched_seconds)
+        if not self.watch["complete"] and was["complete"]:
+            self.scheduler.add_job(self._unwatched_tick, "interval", seconds=self.settings.daemon.unwatched_seconds,
+                                   id="unwatched-reconcile", replace_existing=True)
+        elif self.watch["complete"] and not was["complete"]:
             log.info("all %d directories of the vaults are watched again", need)
             self.scheduler.remove_job("unwatched-reconcile")
+
+    def _unwatched_tick(self) -> None:
+        self._check_watches()
+        self.enqueue(Work("reconcile", reason="vault not wholly watched"))
 
     def _warm_up(self) -> None:
         """Load what the first query needs (LanceDB and its in-memory copy, the embedding model)
