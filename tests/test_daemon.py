@@ -431,9 +431,9 @@ def test_memory_habit_through_the_socket(daemon, tmp_path):
 
 
 def test_watch_coverage_is_counted_as_the_kernel_holds_it(tmp_path):
-    """The premise of the unwatched-directory check: a recursive watchdog watch holds one
-    inotify watch per directory (symlinks not entered), as counted from /proc, and grows with
-    a new directory."""
+    """The premise of the unwatched-directory check: recursive watchdog watches hold one
+    inotify watch per directory (symlinks not entered, a directory of two vaults once), as
+    counted from /proc, and grow with a new directory."""
     from watchdog.events import FileSystemEventHandler
     from watchdog.observers import Observer
     from vaultmem.daemon import directories_under, inotify_watches
@@ -441,10 +441,12 @@ def test_watch_coverage_is_counted_as_the_kernel_holds_it(tmp_path):
         (tmp_path / f"v/p{i}/memory").mkdir(parents=True)
     (tmp_path / "elsewhere/deep").mkdir(parents=True)
     (tmp_path / "v/link").symlink_to(tmp_path / "elsewhere")
-    assert directories_under(str(tmp_path / "v")) == 15
+    v = str(tmp_path / "v")
+    assert directories_under([v]) == 15 == directories_under([v, v + "/p0"]), "a nested vault: once"
     before = inotify_watches() or 0
     obs = Observer()
-    obs.schedule(FileSystemEventHandler(), str(tmp_path / "v"), recursive=True)
+    obs.schedule(FileSystemEventHandler(), v, recursive=True)
+    obs.schedule(FileSystemEventHandler(), v + "/p0", recursive=True)  # one instance: watched once
     obs.start()
     try:
         assert inotify_watches() - before == 15
@@ -452,7 +454,7 @@ def test_watch_coverage_is_counted_as_the_kernel_holds_it(tmp_path):
         deadline = time.time() + 10
         while inotify_watches() - before != 16 and time.time() < deadline:
             time.sleep(0.02)
-        assert inotify_watches() - before == 16 == directories_under(str(tmp_path / "v"))
+        assert inotify_watches() - before == 16 == directories_under([v])
     finally:
         obs.stop()
         obs.join(5)

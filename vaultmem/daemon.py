@@ -165,10 +165,15 @@ def watch_limit() -> int | None:
         return None
 
 
-def directories_under(root: str) -> int:
-    """The watches a recursive inotify watch of `root` needs: one per directory, the root
-    included, symlinked directories not entered (as watchdog does)."""
-    return sum(1 for _ in os.walk(root))
+def directories_under(roots: list[str]) -> int:
+    """The watches recursive inotify watches of `roots` need: one per directory, each root
+    included, symlinked directories not entered (as watchdog does). watchdog keeps one inotify
+    instance per process, where a directory is watched once however many vaults hold it, so
+    nested vaults count it once."""
+    seen: set[str] = set()
+    for root in roots:
+        seen.update(path for path, _, _ in os.walk(os.path.realpath(root)))
+    return len(seen)
 
 
 class _Events(FileSystemEventHandler):
@@ -437,7 +442,7 @@ class Daemon:
         if held is None:  # not Linux: nothing to count
             return
         roots = [v for v in self.vaults.values() if v.root.is_dir()]
-        need = sum(directories_under(str(v.root)) for v in roots)
+        need = directories_under([str(v.root) for v in roots])
         present = {v.name for v in roots}
         self._watched_roots &= present  # a root that went away took its watch with it
         came_back = present - self._watched_roots
