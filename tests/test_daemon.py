@@ -490,7 +490,8 @@ def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path
         job = d.scheduler.get_job("unwatched-reconcile")
         assert job is not None and job.trigger.interval.total_seconds() == d.settings.daemon.unwatched_seconds == 60
         job.func()
-        assert d.queue.get_nowait().kind == "reconcile"
+        queued = [d.queue.get_nowait() for _ in range(d.queue.qsize())]
+        assert [w.reason for w in queued] == ["watched afresh"] * 2 + ["vault not wholly watched"]
         monkeypatch.setattr(dmod, "inotify_watches", real)  # the limit was raised
         d._check_watches()
         assert d.watch["complete"] and d.scheduler.get_job("unwatched-reconcile") is None

@@ -450,6 +450,7 @@ class Daemon:
             self.observer.unschedule_all()
             self._schedule_watches()
             held = inotify_watches() or 0
+            self.enqueue(Work("reconcile", reason="watched afresh"))  # what changed while unwatched
             if came_back:
                 log.info("vault %s is back: watching it again", ", ".join(sorted(came_back)))
         missing = sorted(set(self.vaults) - present)
