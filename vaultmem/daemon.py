@@ -470,8 +470,9 @@ class Daemon:
             self.scheduler.remove_job("unwatched-reconcile")
 
     def _unwatched_tick(self) -> None:
-        self._check_watches()
-        self.enqueue(Work("reconcile", reason="vault not wholly watched"))
+        self._check_watches()  # a root back is watched afresh, and reconciled, here
+        if self.watch and self.watch["watched"] < self.watch["directories"]:  # at the watch limit
+            self.enqueue(Work("reconcile", reason="vault not wholly watched"))
 
     def _warm_up(self) -> None:
         """Load what the first query needs (LanceDB and its in-memory copy, the embedding model)
