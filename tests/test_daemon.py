@@ -516,6 +516,8 @@ def test_a_vault_root_deleted_and_made_again_is_watched_again(tmp_path):
         shutil.rmtree(vault)
         d.wait_for(lambda: watch().get("missing") == ["v"])
         d.wait_for(lambda: d.paths("aardvark") == [])
+        said = run_cli("status", "--socket", str(d.sock), "--state-dir", str(d.state)).stdout
+        assert "vault v: its directory is gone; watching for it to come back" in said
         atomic_save(vault / "memory/b.md", "the bison grazes\n")  # the new checkout
         d.wait_for(lambda: d.paths("bison") == ["memory/b.md"])
         d.wait_for(lambda: watch().get("complete"))

@@ -429,8 +429,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"vault {name}: its directory is gone; watching for it to come back")
         if w and w["watched"] < w["directories"]:
             print(f"watching only {w['watched']} of {w['directories']} directories (inotify watch limit "
-                  f"{w['limit']} reached): edits elsewhere wait for a reconcile, every minute; raise "
-                  "fs.inotify.max_user_watches")
+                  f"{w['limit']} reached): edits elsewhere are found by a reconcile each minute instead; "
+                  "raise fs.inotify.max_user_watches")
         if st.get("last_inventory"):
             print(f"last inventory {st['last_inventory']} (see inventory/latest.txt in the state dir)")
     print(f"state dir: {st['state_dir']}")
@@ -650,7 +650,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.debug:
         for noisy in ("lancedb", "pylance", "lance", "apscheduler", "watchdog"):
             logging.getLogger(noisy).setLevel(logging.ERROR)
-        logging.getLogger("watchdog.observers").setLevel(logging.ERROR if args.quiet else logging.WARNING)  # overflow warnings matter
+        # overflow warnings matter (unless asked for quiet)
+        logging.getLogger("watchdog.observers").setLevel(logging.ERROR if args.quiet else logging.WARNING)
     try:
         return COMMANDS[args.command](args)
     except VaultmemError as err:
