@@ -480,6 +480,16 @@ def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path
     try:
         d._check_watches(rewatch=False)
         assert d.watch["complete"] and d.watch["directories"] == 7 and d.scheduler.get_job("unwatched-reconcile") is None
+        walk, walks = dmod.directories_under, []
+
+        def one_more_at_first(roots):
+            walks.append(roots)
+            return walk(roots) + (len(walks) == 1)
+        monkeypatch.setattr(dmod, "directories_under", one_more_at_first)
+        with caplog.at_level("WARNING", logger="vaultmem.daemon"):
+            d._check_watches()  # a directory made during the first walk and gone again: counted twice
+        assert d.watch["complete"] and len(walks) == 2 and "watched" not in caplog.text
+        monkeypatch.setattr(dmod, "directories_under", walk)
         real = dmod.inotify_watches
         monkeypatch.setattr(dmod, "inotify_watches", lambda: real() - 2)  # two directories refused
         with caplog.at_level("WARNING", logger="vaultmem.daemon"):

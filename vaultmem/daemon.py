@@ -138,6 +138,9 @@ class _OverflowWatch(logging.Handler):
             self.daemon.enqueue(Work("reconcile", reason="inotify queue overflowed"))
 
 
+WATCH_RECOUNT_SECONDS = 0.5
+
+
 def inotify_watches() -> int | None:
     """The inotify watches this process holds (Linux: /proc/self/fdinfo); None where unknown."""
     try:
@@ -438,11 +441,10 @@ class Daemon:
 
     def _check_watches_locked(self, rewatch: bool) -> None:
         assert self.observer is not None and self.scheduler is not None
-        held = inotify_watches()
-        if held is None:  # not Linux: nothing to count
+        if inotify_watches() is None:  # not Linux: nothing to count
             return
         roots = [v for v in self.vaults.values() if v.root.is_dir()]
-        need = directories_under([str(v.root) for v in roots])
+        need, held = self._count_watches(roots)
         present = {v.name for v in roots}
         self._watched_roots &= present  # a root that went away took its watch with it
         came_back = present - self._watched_roots
@@ -468,6 +470,21 @@ class Daemon:
         elif self.watch["complete"] and not was["complete"]:
             log.info("all %d directories of the vaults are watched again", need)
             self.scheduler.remove_job("unwatched-reconcile")
+
+    @staticmethod
+    def _count_watches(roots: list[Vault]) -> tuple[int, int]:
+        """(directories, watches held). Directories made or removed while they are counted
+        (an `npm install`) can make the watch look short for a moment: a short count is taken
+        again, once, after WATCH_RECOUNT_SECONDS."""
+        def count() -> tuple[int, int]:
+            need = directories_under([str(v.root) for v in roots])
+            return need, inotify_watches() or 0  # after the walk: watchdog adds new ones as it goes
+
+        need, held = count()
+        if held < need:
+            time.sleep(WATCH_RECOUNT_SECONDS)
+            need, held = count()
+        return need, held
 
     def _unwatched_tick(self) -> None:
         self._check_watches()  # a root back is watched afresh, and reconciled, here
