@@ -380,6 +380,22 @@ def test_service_install_writes_the_unit_atomically(tmp_path):
     assert not list((tmp_path / "cfg/systemd/user").glob("*.tmp"))
 
 
+def test_service_install_warns_when_the_vaults_take_most_of_the_watch_limit(tmp_path, monkeypatch):
+    """Checked at install time, before the daemon runs short (the limit is the kernel's and
+    machine-wide: the test sets what this process reads of it)."""
+    import vaultmem.daemon as dmod
+    from vaultmem.service import watch_warning
+    for i in range(5):
+        (tmp_path / f"v/d{i}").mkdir(parents=True)
+    vault = [str(tmp_path / "v")]
+    assert dmod.watch_limit() is None or watch_warning(vault) is None  # 6 directories
+    monkeypatch.setattr(dmod, "watch_limit", lambda: 12)
+    assert watch_warning(vault) is None, "half of the limit is fine"
+    monkeypatch.setattr(dmod, "watch_limit", lambda: 10)
+    said = watch_warning(vault)
+    assert "6 directories" in said and "limit is 10 " in said and "fs.inotify.max_user_watches=" in said
+
+
 def test_memory_habit_through_the_socket(daemon, tmp_path):
     """remember, forget, feedback, stats and inventory as socket ops, and the CLI using them."""
     cfg = tmp_path / "vaultmem.toml"

@@ -32,6 +32,32 @@ WantedBy=default.target
 """
 
 
+def _vaults(args) -> list[tuple[str, str]]:
+    """(name or "", absolute directory) of each --vault."""
+    out = []
+    for v in args.vault:
+        name, _, path = v.rpartition("=") if "=" in v and not os.path.exists(v) else ("", "", v)
+        full = os.path.abspath(os.path.expanduser(path))
+        if not os.path.isdir(full):
+            raise UsageError(f"vault directory not found: {full}")
+        out.append((name, full))
+    return out
+
+
+def watch_warning(roots: list[str]) -> str | None:
+    """A warning when the vaults' directories (one inotify watch each) take more than half of
+    the kernel's per-user watch limit, which editors and other watchers share; None if fine."""
+    from .daemon import directories_under, watch_limit
+
+    limit = watch_limit()
+    need = directories_under(roots)
+    if limit is None or need <= limit // 2:
+        return None
+    return (f"warning: the vaults have {need:,} directories, one inotify watch each, and the limit is "
+            f"{limit:,} for all of your programs; the daemon will say so if it runs short. Raise it: "
+            "echo fs.inotify.max_user_watches=524288 | sudo tee /etc/sysctl.d/90-vaultmem.conf && sudo sysctl --system")
+
+
 def unit_text(args) -> str:
     beside = Path(sys.executable).parent / "vaultmem"  # the script of this very installation
     if beside.is_file() and os.access(beside, os.X_OK):
@@ -41,11 +67,7 @@ def unit_text(args) -> str:
     else:
         cmd = [sys.executable, "-m", "vaultmem.cli"]
     cmd.append("daemon")
-    for v in args.vault:
-        name, _, path = v.rpartition("=") if "=" in v and not os.path.exists(v) else ("", "", v)
-        full = os.path.abspath(os.path.expanduser(path))
-        if not os.path.isdir(full):
-            raise UsageError(f"vault directory not found: {full}")
+    for name, full in _vaults(args):
         cmd += ["--vault", f"{name}={full}" if name else full]
     if args.state_dir:
         cmd += ["--state-dir", os.path.abspath(os.path.expanduser(args.state_dir))]
@@ -73,6 +95,9 @@ def run(args) -> int:
         os.fsync(f.fileno())
     os.replace(tmp, target)
     print(f"wrote {target}")
+    warning = watch_warning([full for _, full in _vaults(args)])
+    if warning:
+        print(warning, file=sys.stderr)
     print("enable it at login and start it now:")
     print("  systemctl --user daemon-reload && systemctl --user enable --now vaultmem")
     print("keep it running after you log out (and start it at boot):")
