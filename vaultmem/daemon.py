@@ -139,6 +139,9 @@ class _OverflowWatch(logging.Handler):
 
 
 WATCH_RECOUNT_SECONDS = 0.5
+# How to raise the inotify watch limit for good (said by the daemon and by `service install`).
+RAISE_WATCH_LIMIT = ("echo fs.inotify.max_user_watches=524288 | sudo tee /etc/sysctl.d/90-vaultmem.conf "
+                     "&& sudo sysctl --system")
 
 
 def inotify_watches() -> int | None:
@@ -462,8 +465,8 @@ class Daemon:
         if held < need and was["watched"] >= was["directories"]:  # said once, when it begins
             log.warning("only %d of the vaults' %d directories are watched: the inotify watch limit "
                         "(fs.inotify.max_user_watches = %s) is reached; edits elsewhere are picked up by "
-                        "a reconcile every %.0f s. Raise it: sudo sysctl fs.inotify.max_user_watches=524288",
-                        held, need, self.watch["limit"], self.settings.daemon.unwatched_seconds)
+                        "a reconcile every %.0f s. Raise it: %s",
+                        held, need, self.watch["limit"], self.settings.daemon.unwatched_seconds, RAISE_WATCH_LIMIT)
         if not self.watch["complete"] and was["complete"]:
             self.scheduler.add_job(self._unwatched_tick, "interval", seconds=self.settings.daemon.unwatched_seconds,
                                    id="unwatched-reconcile", replace_existing=True)

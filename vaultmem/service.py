@@ -47,7 +47,7 @@ def _vaults(args) -> list[tuple[str, str]]:
 def watch_warning(roots: list[str]) -> str | None:
     """A warning when the vaults' directories (one inotify watch each) take more than half of
     the kernel's per-user watch limit, which editors and other watchers share; None if fine."""
-    from .daemon import directories_under, watch_limit
+    from .daemon import RAISE_WATCH_LIMIT, directories_under, watch_limit
 
     limit = watch_limit()
     need = directories_under(roots)
@@ -55,7 +55,7 @@ def watch_warning(roots: list[str]) -> str | None:
         return None
     return (f"warning: the vaults have {need:,} directories, one inotify watch each, and the limit is "
             f"{limit:,} for all of your programs; the daemon will say so if it runs short. Raise it: "
-            "echo fs.inotify.max_user_watches=524288 | sudo tee /etc/sysctl.d/90-vaultmem.conf && sudo sysctl --system")
+            + RAISE_WATCH_LIMIT)
 
 
 def unit_text(args) -> str:
