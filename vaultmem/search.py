@@ -88,11 +88,15 @@ class Searcher:
 
     # -------------------------------------------------------------- filters
 
+    def _retired(self) -> dict[str, float]:
+        """Retired notes (key -> when), from usage; none without it."""
+        return self.usage.retired() if self.usage is not None else {}
+
     def _not_current(self) -> frozenset[str]:
         """Superseded and retired notes; the same object until either changes (the engines
         cache their filters by identity)."""
         sup = self.index.catalog.superseded()
-        retired = self.usage.retired() if self.usage is not None else {}
+        retired = self._retired()
         if self._deny is None or self._deny[0] is not sup or self._deny[1] is not retired:
             self._deny = (sup, retired, sup | frozenset(retired) if retired else sup)
         return self._deny[2]
@@ -106,7 +110,7 @@ class Searcher:
         state = None
         if q.as_of is not None:
             state = cat.supersession_at(q.as_of)
-            retired = self.usage.retired() if self.usage is not None else {}
+            retired = self._retired()
             live = {k for k, by in state.items() if q.history or (by is None and not retired.get(k, q.as_of) < q.as_of)}
         if not filtered:
             if state is not None:
@@ -182,7 +186,6 @@ class Searcher:
         notes = self.index.catalog.notes(set(fused) | set(ent_best))
         if state is not None:  # as the vault stood then
             notes = {k: _with(r, superseded_by=state.get(k)) for k, r in notes.items()}
-        retired = self.usage.retired() if self.usage is not None else {}
         feedback = self.usage.weights(notes) if self.usage is not None and cfg.feedback_weight else {}
         now = q.as_of if q.as_of is not None else time.time()
         named = dates.spans(q.text) if cfg.date_weight else []
@@ -214,7 +217,7 @@ class Searcher:
         top = scored[: q.k]
         chunk_for = {key: (text_best.get(key) or vec_best.get(key) or ent_best.get(key))[0] for _, key, _ in top}
         unknown = self.index.fulltext.unknown_words(tq) if q.mode != "vector" else []
-        return self._hits(q, top, notes, chunk_for, retired, unknown, t0)
+        return self._hits(q, top, notes, chunk_for, unknown, t0)
 
     def _listing(self, q: Query, allow: set[str] | None, deny: set[str] | None,
                  state: dict[str, str | None] | None, t0: float) -> tuple[list[Hit], dict[str, Any]]:
@@ -227,12 +230,12 @@ class Searcher:
             notes = {k: _with(r, superseded_by=state.get(k)) for k, r in notes.items()}
         newest = sorted(notes, key=lambda k: (-written_at(notes[k]), k))[: q.k]
         top = [(0.0, key, {"listed": "newest first"} if q.explain else {}) for key in newest]
-        retired = self.usage.retired() if self.usage is not None else {}
-        return self._hits(q, top, notes, {key: chunk_id(key, 0) for key in newest}, retired, [], t0)
+        return self._hits(q, top, notes, {key: chunk_id(key, 0) for key in newest}, [], t0)
 
-    def _hits(self, q: Query, top: list, notes: dict, chunk_for: dict[str, str], retired: dict[str, float],
-              unknown: list[str], t0: float) -> tuple[list[Hit], dict[str, Any]]:
+    def _hits(self, q: Query, top: list, notes: dict, chunk_for: dict[str, str], unknown: list[str],
+              t0: float) -> tuple[list[Hit], dict[str, Any]]:
         cfg = self.cfg
+        retired = self._retired()
         chunks = self.index.catalog.chunks(chunk_for.values())
         sup_keys = [notes[key]["superseded_by"] for _, key, _ in top if notes[key]["superseded_by"]]
         sup_paths = {k: k.split(":", 1)[1] for k in sup_keys}
