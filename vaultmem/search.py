@@ -173,7 +173,7 @@ class Searcher:
         tq = self.index.fulltext.analyze(q.text)
         if q.mode in ("hybrid", "text"):
             text_hits = self.index.fulltext.search(tq, n, allow, deny)
-        if q.mode in ("hybrid", "vector") and q.text.strip():
+        if q.mode in ("hybrid", "vector"):
             qvec = self.index.embedder.embed_query([q.text])[0]
             vec_hits = self.index.vectors.search(qvec, n, allow, deny)
         ent_names = self._query_entities(q.text)
