@@ -542,6 +542,8 @@ def test_a_vault_root_deleted_and_made_again_is_watched_again(tmp_path):
         shutil.rmtree(vault)
         d.wait_for(lambda: watch().get("missing") == ["v"])
         d.wait_for(lambda: d.paths("aardvark") == [])
+        time.sleep(1.0)  # three checks at 0.3 s: a missing vault is looked for, not reconciled
+        assert d.log.read_text().count("does not exist") == 1
         said = run_cli("status", "--socket", str(d.sock), "--state-dir", str(d.state)).stdout
         assert "vault v: its directory is gone; watching for it to come back" in said
         atomic_save(vault / "memory/b.md", "the bison grazes\n")  # the new checkout
