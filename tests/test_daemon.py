@@ -526,6 +526,26 @@ def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path
         d.observer.join(5)
 
 
+def test_the_daemon_starts_without_its_vault_directory_and_watches_for_it(tmp_path):
+    """At login a vault's drive may not be mounted yet: the daemon starts, says so, serves, and
+    takes the vault up when its directory appears."""
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text("[daemon]\nunwatched_seconds = 0.3\n")
+    vault = tmp_path / "drive/vault"
+    d = DaemonProc(vault, tmp_path / "state", tmp_path / "run/v.sock", {"VAULTMEM_CONFIG": str(cfg)})
+    d.start()
+    try:
+        assert d.request({"op": "status"})["watch"]["missing"] == ["v"]
+        assert f"vault v: directory {vault} not found" in d.log.read_text()
+        atomic_save(vault / "memory/a.md", "the aardvark digs\n")  # mounted
+        d.wait_for(lambda: d.paths("aardvark") == ["memory/a.md"])
+        d.wait_for(lambda: d.request({"op": "status"})["watch"]["complete"])
+        atomic_save(vault / "memory/b.md", "the bison grazes\n")  # watched: live
+        d.wait_for(lambda: d.paths("bison") == ["memory/b.md"], timeout=5)
+    finally:
+        d.stop()
+
+
 def test_a_vault_root_deleted_and_made_again_is_watched_again(tmp_path):
     """`rm -rf` of the vault and a fresh checkout in its place: watchdog's watch died with the
     old directory; the daemon notices, reconciles, and watches the new one, so its edits are
@@ -541,13 +561,13 @@ def test_a_vault_root_deleted_and_made_again_is_watched_again(tmp_path):
         d.wait_for(lambda: watch().get("complete"))
         shutil.rmtree(vault)
         d.wait_for(lambda: watch().get("missing") == ["v"])
-        d.wait_for(lambda: d.paths("aardvark") == [])
         time.sleep(1.0)  # three checks at 0.3 s: a missing vault is looked for, not reconciled
-        assert d.log.read_text().count("does not exist") == 1
+        assert d.log.read_text().count("not found; its notes are kept") == 1  # by the root's event
         said = run_cli("status", "--socket", str(d.sock), "--state-dir", str(d.state)).stdout
-        assert "vault v: its directory is gone; watching for it to come back" in said
+        assert "vault v: directory not found; its notes are kept as last indexed" in said
         atomic_save(vault / "memory/b.md", "the bison grazes\n")  # the new checkout
         d.wait_for(lambda: d.paths("bison") == ["memory/b.md"])
+        assert d.paths("aardvark") == []  # not in the new checkout
         d.wait_for(lambda: watch().get("complete"))
         atomic_save(vault / "memory/c.md", "the caracal leaps\n")  # watched again: live
         d.wait_for(lambda: d.paths("caracal") == ["memory/c.md"], timeout=5)

@@ -66,6 +66,32 @@ def test_deleted_and_moved_files_leave_the_index(env):
     assert [h.path for h in env.query("bananabread", mode="text")] == ["memory/sub/b.md"]
 
 
+def test_a_vault_whose_directory_is_gone_keeps_its_notes_until_it_is_back(env):
+    """An unmounted drive, a vault moved aside for a fresh clone: a missing root is not "every
+    note deleted". Its notes stay as last indexed (and searchable); back, nothing is re-embedded."""
+    env.write("memory/a.md", note("a", "the aardvark digs\n"))
+    env.write("memory/b.md", note("b", "the bison grazes\n"))
+    env.sync()
+    env.vault.rename(env.vault.with_name("aside"))
+    gone = env.sync()
+    assert gone.missing == ["v"] and gone.removed == 0 and gone.files == 0
+    assert "vault v not found" in gone.summary()
+    assert [h.path for h in env.query("aardvark", mode="text")] == ["memory/a.md"]
+    env.vault.with_name("aside").rename(env.vault)
+    back = env.sync()
+    assert back.missing == [] and (back.unchanged, back.removed, back.chunks_embedded) == (2, 0, 0)
+
+
+def test_a_vault_missing_when_the_pipeline_changes_is_read_again_when_back(env):
+    env.write("memory/a.md", note("a", "the aardvark digs\n"))
+    env.sync()
+    env.vault.rename(env.vault.with_name("aside"))
+    assert env.sync(index={"chunk_chars": 800}).missing == ["v"]  # an upgrade, or a new chunk size
+    env.vault.with_name("aside").rename(env.vault)
+    back = env.sync(index={"chunk_chars": 800})
+    assert (back.updated, back.unchanged) == (1, 0)
+
+
 def test_bad_files_are_skipped_with_reasons_and_the_rest_indexed(env):
     env.write("memory/good.md", note("g", "good note\n"))
     (env.vault / "memory/bin.md").write_bytes(b"\x00\x01binary\x00")

@@ -376,6 +376,18 @@ def test_remember_where_the_memory_folder_cannot_be_made_is_one_clear_error(env)
     assert (env.vault / "memory").read_text() == "a file where the folder should be\n"
 
 
+def test_remember_into_a_vault_whose_directory_is_missing_writes_nothing(env):
+    """An unmounted drive: writing would make the directory under the mount point, where the
+    note would hide once the drive is mounted again."""
+    env.write("CLAUDE.md", "# Rules\n\nbe kind\n")
+    cli(env, "index", "--vault", f"v={env.vault}")
+    env.vault.rename(env.vault.with_name("unmounted"))
+    r = cli(env, "remember", "--topic", "t", "some text")
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert r.stderr.splitlines()[-1] == f"vaultmem: error: vault v: directory {env.vault} not found; nothing written"
+    assert not env.vault.exists()
+
+
 def test_tags_flags_take_a_comma_list_like_the_frontmatter_key(env):
     env.write("CLAUDE.md", "# Rules\n\nbe kind\n")
     assert cli(env, "index", "--vault", f"v={env.vault}").returncode == 0

@@ -426,7 +426,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"last reconcile {lr['at']} ({lr['reason']}): {lr['summary']}")
         w = st.get("watch")
         for name in (w or {}).get("missing", []):
-            print(f"vault {name}: its directory is gone; watching for it to come back")
+            print(f"vault {name}: directory not found; its notes are kept as last indexed, and it is "
+                  "watched for")
         if w and w["watched"] < w["directories"]:
             print(f"watching only {w['watched']} of {w['directories']} directories (inotify watch limit "
                   f"{w['limit']} reached): edits elsewhere are found by a reconcile each minute instead; "
@@ -620,9 +621,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     from .daemon import Daemon
 
     settings = _settings(args, vaults=args.vault)
-    for v in settings.vaults:
-        if not v.root.is_dir():
-            raise UsageError(f"vault directory not found: {v.root}")
+    # a vault directory missing at start (a drive not mounted yet at login) is watched for, as
+    # one that goes away later is: the daemon logs it and serves the rest meanwhile
     if not args.debug and not args.quiet:
         logging.getLogger().setLevel(logging.INFO)
     return Daemon(settings, socket_path(args.socket, settings.daemon.socket)).run()

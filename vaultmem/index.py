@@ -49,6 +49,7 @@ class SyncReport:
     seconds: float = 0.0
     problems: dict[str, str] = field(default_factory=dict)
     moved: dict[str, str] = field(default_factory=dict)  # old key -> new key: same bytes, new path
+    missing: list[str] = field(default_factory=list)  # vaults whose directory was not there: kept
 
     @property
     def changes(self) -> int:
@@ -60,7 +61,8 @@ class SyncReport:
             f"{self.unchanged} unchanged, {self.skipped} skipped; {self.chunks_embedded} chunks embedded, "
             f"{self.chunks_reused} reused; {self.seconds:.2f}s"
         ) + (f"; {len(self.moved)} moved" if self.moved else "") + (
-            f"; superseded_by line updated in {self.marked} note{'s' if self.marked != 1 else ''}" if self.marked else "")
+            f"; superseded_by line updated in {self.marked} note{'s' if self.marked != 1 else ''}" if self.marked else "") + (
+            f"; vault {', '.join(self.missing)} not found, its notes kept as last indexed" if self.missing else "")
 
 
 def file_digest(data: bytes) -> str:
@@ -183,7 +185,10 @@ class VaultIndex:
 
     def sync(self, vaults: list[Vault] | None = None,
              progress: Callable[[int, int, int], None] | None = None) -> SyncReport:
-        """Bring the index in line with every file of `vaults` (default: every known vault)."""
+        """Bring the index in line with every file of `vaults` (default: every known vault).
+        A vault whose directory is not there (an unmounted drive, a checkout moved aside) is
+        left as last indexed, not read as every note deleted: re-embedding it all when it is
+        back would take minutes, and its notes stay findable meanwhile (`report.missing`)."""
         assert self.writable, "sync needs a writable index"
         started = time.perf_counter()
         vaults = list(vaults) if vaults is not None else self.vaults()
@@ -192,12 +197,20 @@ class VaultIndex:
         known: dict[str, FileState] = {}
         for vault in vaults:
             self.catalog.put_vault(vault)
+            if not vault.root.is_dir():
+                log.warning("vault %s: directory %s not found; its notes are kept as last indexed", vault.name, vault.root)
+                report.missing.append(vault.name)
+                continue
             scanned.update(scan_vault(vault, self.settings.index.include, self.settings.index.exclude, report.problems))
             known.update(self.catalog.files(vault.name))
         cfg = self.settings.index
         pipeline = f"{PIPELINE_VERSION}:{cfg.chunk_chars}:{cfg.preview_chars}"
-        redo = set(scanned) if self.catalog.get_meta("pipeline") != pipeline else set()
-        vault_names = {v.name for v in vaults}
+        redo: set[str] = set()
+        if self.catalog.get_meta("pipeline") != pipeline:  # every note is read again
+            redo = set(scanned)
+            for name in report.missing:  # when its vault is back
+                self.catalog.mark_pending(self.catalog.files(name))
+        vault_names = {v.name for v in vaults} - set(report.missing)
         pending = {k for k in self.catalog.pending() if k.split(":", 1)[0] in vault_names}
         self._reconcile(scanned, known, pending | redo, report, progress, full=True)
         self.catalog.set_meta("pipeline", pipeline)
@@ -206,10 +219,14 @@ class VaultIndex:
 
     def update(self, vault: Vault, paths: set[str]) -> SyncReport:
         """Bring the index in line with some vault-relative paths: files or directories, existing
-        or gone. What to do is decided by looking at the disk, never at how the change was seen."""
+        or gone. What to do is decided by looking at the disk, never at how the change was seen.
+        Nothing is done while the vault's directory is missing (as in sync)."""
         assert self.writable, "update needs a writable index"
         started = time.perf_counter()
         report = SyncReport()
+        if not vault.root.is_dir():
+            report.missing.append(vault.name)
+            return report
         cfg = self.settings.index
         scanned: dict[str, ScannedFile] = {}
         known: dict[str, FileState] = {}

@@ -131,6 +131,8 @@ def remember(ctx: Context, req: dict) -> dict:
             if v.name not in {k.name for k in idx.vaults()}:
                 idx.catalog.put_vault(v)
         vault = vault_for(idx.vaults(), vault_name, cwd)
+        if not vault.root.is_dir():  # unmounted: the note would hide under the mount point
+            raise UsageError(f"vault {vault.name}: directory {vault.root} not found; nothing written")
         rel_dir = Path(subdir)
         if rel_dir.is_absolute() or ".." in rel_dir.parts:
             raise UsageError(f"memory dir {subdir!r} must be a path inside the vault")
