@@ -546,10 +546,12 @@ def test_the_daemon_starts_without_its_vault_directory_and_watches_for_it(tmp_pa
         d.stop()
 
 
-def test_a_vault_root_deleted_and_made_again_is_watched_again(tmp_path):
-    """`rm -rf` of the vault and a fresh checkout in its place: watchdog's watch died with the
-    old directory; the daemon notices, reconciles, and watches the new one, so its edits are
-    live again."""
+@pytest.mark.parametrize("how", ["deleted", "moved aside"])
+def test_a_vault_root_deleted_or_moved_and_made_again_is_watched_again(tmp_path, how):
+    """`rm -rf` of the vault, or `mv` of it aside, and a fresh checkout in its place. watchdog's
+    watch died with the old directory, or follows it to where it was moved (watchdog reports
+    no event for that); the daemon notices, keeps the notes meanwhile, and then reconciles and
+    watches the new directory, so that its edits are live again."""
     cfg = tmp_path / "vaultmem.toml"
     cfg.write_text("[daemon]\nunwatched_seconds = 0.3\n")
     vault = tmp_path / "vault"
@@ -559,10 +561,15 @@ def test_a_vault_root_deleted_and_made_again_is_watched_again(tmp_path):
     watch = lambda: d.request({"op": "status"})["watch"] or {}  # noqa: E731 (counted just after readiness)
     try:
         d.wait_for(lambda: watch().get("complete"))
-        shutil.rmtree(vault)
+        if how == "deleted":
+            shutil.rmtree(vault)
+        else:
+            vault.rename(tmp_path / "aside")
         d.wait_for(lambda: watch().get("missing") == ["v"])
-        time.sleep(1.0)  # three checks at 0.3 s: a missing vault is looked for, not reconciled
-        assert d.log.read_text().count("not found; its notes are kept") == 1  # by the root's event
+        if how == "moved aside":
+            assert d.paths("aardvark") == ["memory/a.md"], "kept as last indexed"
+        time.sleep(2.5)  # past the next root check: a missing vault is looked for, not reconciled again
+        assert d.log.read_text().count("not found; its notes are kept") == 1
         said = run_cli("status", "--socket", str(d.sock), "--state-dir", str(d.state)).stdout
         assert "vault v: directory not found; its notes are kept as last indexed" in said
         atomic_save(vault / "memory/b.md", "the bison grazes\n")  # the new checkout

@@ -21,6 +21,7 @@ import queue
 import signal
 import socket
 import socketserver
+import stat
 import struct
 import threading
 import time
@@ -139,6 +140,10 @@ class _OverflowWatch(logging.Handler):
 
 
 WATCH_RECOUNT_SECONDS = 0.5
+# Each vault root is looked at this often: gone, moved aside, or replaced by another directory
+# (a fresh clone in its place). watchdog reports none of these when the root itself moves (its
+# watch follows the moved directory), so a stat of each root is the one sure way.
+ROOT_CHECK_SECONDS = 2.0
 # How to raise the inotify watch limit for good (said by the daemon and by `service install`).
 RAISE_WATCH_LIMIT = ("echo fs.inotify.max_user_watches=524288 | sudo tee /etc/sysctl.d/90-vaultmem.conf "
                      "&& sudo sysctl --system")
@@ -161,6 +166,15 @@ def inotify_watches() -> int | None:
         except OSError:
             continue
     return total if seen else None
+
+
+def root_identity(root) -> tuple[int, int] | None:
+    """(device, inode) of a vault root that is a directory, else None."""
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
 
 
 def watch_limit() -> int | None:
@@ -199,10 +213,7 @@ class _Events(FileSystemEventHandler):
             path = raw.decode() if isinstance(raw, bytes) else raw
             rel = relpath_in(self.vault, path)
             if not rel or rel == ".":
-                if event.is_directory and event.event_type in ("deleted", "moved"):
-                    self.daemon.enqueue(Work("reconcile", reason=f"vault root {path} {event.event_type}"))
-                    self.daemon.check_watches_soon()  # and watch for it to come back
-                continue
+                continue  # the root itself: Daemon._check_roots looks after it
             if event.is_directory:
                 if not dir_excluded(rel, self.exclude):
                     self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
@@ -344,7 +355,7 @@ class Daemon:
         self._writer_thread: threading.Thread | None = None
         self._overflow = _OverflowWatch(self)
         self.watch: dict[str, Any] | None = None  # watches held against directories (status)
-        self._watched_roots: set[str] = set()  # vaults whose root was a directory when watched
+        self._watched_roots: dict[str, tuple[int, int]] = {}  # vault -> the root directory watched
         self._watch_lock = threading.Lock()
         self._reopen_reader = False
 
@@ -408,6 +419,7 @@ class Daemon:
             self.scheduler.add_job(self._inventory_if_due, "interval", minutes=inv.check_minutes, id="inventory")
         self.scheduler.add_job(self._check_watches, "interval", minutes=max(1.0, cfg.reconcile_minutes or 15.0),
                                id="watch-check")
+        self.scheduler.add_job(self._check_roots, "interval", seconds=ROOT_CHECK_SECONDS, id="root-check")
         self.scheduler.start()
         sd_notify(f"READY=1\nSTATUS=watching {len(vaults)} vault(s), {work.result.get('summary', '')}")
         log.info("ready: %s; serving %s", work.result.get("summary", ""), self.socket_path)
@@ -416,29 +428,31 @@ class Daemon:
 
     def _schedule_watches(self) -> None:
         assert self.observer is not None
-        self._watched_roots = set()
+        watched = {}
         for v in self.vaults.values():
-            if v.root.is_dir():
+            ident = root_identity(v.root)
+            if ident is not None:
                 self.observer.schedule(_Events(self, v), str(v.root), recursive=True)
-                self._watched_roots.add(v.name)
+                watched[v.name] = ident
             else:
                 log.warning("vault %s: %s is not a directory; not watched until it is", v.name, v.root)
+        self._watched_roots = watched
 
-    def check_watches_soon(self) -> None:
-        """From the observer's thread (a vault root went away): check on the scheduler's."""
-        if self.scheduler is not None:
-            self.scheduler.add_job(self._check_watches, id="watch-check-now", replace_existing=True)
+    def _check_roots(self) -> None:
+        """A vault root gone, moved aside, back, or replaced: check the watches now."""
+        if any(root_identity(v.root) != self._watched_roots.get(n) for n, v in self.vaults.items()):
+            self._check_watches()
 
     def _check_watches(self, rewatch: bool = True) -> None:
         """Is every directory of the vaults watched? watchdog skips, without a word, each
         subdirectory it cannot watch, also when the kernel's inotify watch limit
         (fs.inotify.max_user_watches, shared by all of this user's programs) is reached; and a
-        vault root that is deleted and made again is not watched again. Edits there would wait
-        for the next periodic reconcile. Count the watches held against the directories the
-        vaults have; when short or a root is missing, say so (log, status), and every
-        [daemon] unwatched_seconds check again and reconcile. A check that finds the watch
-        short (`rewatch`) watches the vaults afresh, which takes once the limit is raised or
-        the root is back."""
+        vault root that is deleted or moved is not watched again when a directory is back in
+        its place. Edits there would wait for the next periodic reconcile. Count the watches
+        held against the directories the vaults have; when short, say so (log, status), and
+        every [daemon] unwatched_seconds check again and reconcile. A check that finds the watch
+        short or a root changed (`rewatch`) watches the vaults afresh and reconciles: that
+        takes once the limit is raised or the root is back. Missing roots show in status."""
         with self._watch_lock:  # the scheduler may run two checks at once
             self._check_watches_locked(rewatch)
 
@@ -446,12 +460,14 @@ class Daemon:
         assert self.observer is not None and self.scheduler is not None
         if inotify_watches() is None:  # not Linux: nothing to count
             return
-        roots = [v for v in self.vaults.values() if v.root.is_dir()]
+        now = {n: root_identity(v.root) for n, v in self.vaults.items()}
+        roots = [v for n, v in self.vaults.items() if now[n] is not None]
         need, held = self._count_watches(roots)
         present = {v.name for v in roots}
-        self._watched_roots &= present  # a root that went away took its watch with it
-        came_back = present - self._watched_roots
-        if rewatch and (held < need or came_back):
+        # a root that went away or was replaced: its watch died, or follows the old directory
+        changed = {n for n, ident in self._watched_roots.items() if now[n] != ident}
+        came_back = {n for n in present if now[n] != self._watched_roots.get(n)}
+        if rewatch and (held < need or changed or came_back):
             self.observer.unschedule_all()
             self._schedule_watches()
             held = inotify_watches() or 0
@@ -459,18 +475,17 @@ class Daemon:
             if came_back:
                 log.info("vault %s is back: watching it again", ", ".join(sorted(came_back)))
         missing = sorted(set(self.vaults) - present)
-        was = self.watch or {"watched": 0, "directories": 0, "complete": True}
+        was_short = self.watch is not None and self.watch["watched"] < self.watch["directories"]
         self.watch = {"watched": held, "directories": need, "complete": held >= need and not missing,
                       "limit": watch_limit(), "missing": missing}
-        if held < need and was["watched"] >= was["directories"]:  # said once, when it begins
+        if held < need and not was_short:  # said once, when it begins
             log.warning("only %d of the vaults' %d directories are watched: the inotify watch limit "
                         "(fs.inotify.max_user_watches = %s) is reached; edits elsewhere are picked up by "
                         "a reconcile every %.0f s. Raise it: %s",
                         held, need, self.watch["limit"], self.settings.daemon.unwatched_seconds, RAISE_WATCH_LIMIT)
-        if not self.watch["complete"] and was["complete"]:
             self.scheduler.add_job(self._unwatched_tick, "interval", seconds=self.settings.daemon.unwatched_seconds,
                                    id="unwatched-reconcile", replace_existing=True)
-        elif self.watch["complete"] and not was["complete"]:
+        elif held >= need and was_short:
             log.info("all %d directories of the vaults are watched again", need)
             self.scheduler.remove_job("unwatched-reconcile")
 
@@ -490,8 +505,8 @@ class Daemon:
         return need, held
 
     def _unwatched_tick(self) -> None:
-        self._check_watches()  # a root back is watched afresh, and reconciled, here
-        if self.watch and self.watch["watched"] < self.watch["directories"]:  # at the watch limit
+        self._check_watches()  # watched afresh, and reconciled, once the limit is raised
+        if self.watch and self.watch["watched"] < self.watch["directories"]:  # still at the watch limit
             self.enqueue(Work("reconcile", reason="vault not wholly watched"))
 
     def _warm_up(self) -> None:
