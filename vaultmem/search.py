@@ -171,8 +171,11 @@ class Searcher:
         text_hits: list[tuple[str, str, float]] = []
         vec_hits: list[tuple[str, str, float]] = []
         tq = self.index.fulltext.analyze(q.text)
+        unknown = self.index.fulltext.unknown_words(tq) if q.mode != "vector" else []
         if q.mode in ("hybrid", "text"):
             text_hits = self.index.fulltext.search(tq, n, allow, deny)
+            if unknown and _all_unknown(tq, unknown):
+                text_hits = self._spelled_like(text_hits, unknown)
         if q.mode in ("hybrid", "vector"):
             qvec = self.index.embedder.embed_query([q.text])[0]
             vec_hits = self.index.vectors.search(qvec, n, allow, deny)
@@ -216,8 +219,21 @@ class Searcher:
             scored = _newest_first_within_chains(scored, notes)
         top = scored[: q.k]
         chunk_for = {key: (text_best.get(key) or vec_best.get(key) or ent_best.get(key))[0] for _, key, _ in top}
-        unknown = self.index.fulltext.unknown_words(tq) if q.mode != "vector" else []
         return self._hits(q, top, notes, chunk_for, unknown, t0)
+
+    def _spelled_like(self, hits: list[tuple[str, str, float]], unknown: list[str]) -> list[tuple[str, str, float]]:
+        """The text hits of a query whose every word is unknown that show a word spelled like
+        one of them. The trigram lookup alone also matches a chunk through trigrams of different
+        words: "xylophone" found "Python" and "money", and "zzqqxx" something in any vault."""
+        chunks = self.index.catalog.chunks({cid for cid, _, _ in hits})
+        topics = {k: r["topic"] or "" for k, r in self.index.catalog.notes({key for _, key, _ in hits}).items()}
+        wanted = [fold(u) for u in unknown]
+
+        def shows(cid: str, key: str) -> bool:  # what the index read: topic, heading path, text
+            ch = chunks.get(cid)
+            return ch is not None and _has_look_alike(f"{topics.get(key, '')} {ch['heading']} {ch['text']}", wanted)
+
+        return [h for h in hits if shows(h[0], h[1])]
 
     def _listing(self, q: Query, allow: set[str] | None, deny: set[str] | None,
                  state: dict[str, str | None] | None, t0: float) -> tuple[list[Hit], dict[str, Any]]:
@@ -350,6 +366,26 @@ def _newest_first_within_chains(scored: list, notes: dict) -> list:
             ceiling = score
     out.sort(key=lambda x: (-x[0], x[1]))
     return out
+
+
+def _all_unknown(tq, unknown: list[str]) -> bool:
+    """No word of the query is a term of the index (and it has no CJK text or quoted phrase)."""
+    terms = {term for word, term in tq.loose if word in unknown}
+    return not tq.grams and not tq.phrases and set(tq.words) <= terms
+
+
+def _has_look_alike(text: str, words: list[str]) -> bool:
+    """Some word of `text` is spelled like one of `words` (folded, lower case). Only the words
+    within three letters of their lengths are read and folded: a one-word text query on
+    LoCoMo session logs took 2.4 ms unchecked, 19.6 ms checking every word, 5.8 ms so."""
+    lengths = [len(w) for w in words]
+    pattern = _words_of_length(max(3, min(lengths) - 3), max(lengths) + 3)
+    return any(_spelled_alike(w, fold(b)) for b in set(pattern.findall(text.lower())) for w in words)
+
+
+@functools.lru_cache(maxsize=64)
+def _words_of_length(lo: int, hi: int) -> re.Pattern:
+    return re.compile(rf"(?<!\w)\w{{{lo},{hi}}}(?!\w)")
 
 
 def _retired_by(retired: dict[str, float], key: str, as_of: float | None) -> bool:
