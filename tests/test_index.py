@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import note
+from conftest import note, run_cli
 
 from vaultmem.errors import EmbedderMismatchError, VaultmemError
 from vaultmem.index import VaultIndex
@@ -77,6 +77,8 @@ def test_a_vault_whose_directory_is_gone_keeps_its_notes_until_it_is_back(env):
     assert gone.missing == ["v"] and gone.removed == 0 and gone.files == 0
     assert "vault v not found" in gone.summary()
     assert [h.path for h in env.query("aardvark", mode="text")] == ["memory/a.md"]
+    said = run_cli("status", "--state-dir", str(env.state))
+    assert f"vault v: {env.vault} (directory not found: its notes are kept" in said.stdout
     env.vault.with_name("aside").rename(env.vault)
     back = env.sync()
     assert back.missing == [] and (back.unchanged, back.removed, back.chunks_embedded) == (2, 0, 0)

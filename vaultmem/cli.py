@@ -425,9 +425,6 @@ def cmd_status(args: argparse.Namespace) -> int:
             lr = st["last_reconcile"]
             print(f"last reconcile {lr['at']} ({lr['reason']}): {lr['summary']}")
         w = st.get("watch")
-        for name in (w or {}).get("missing", []):
-            print(f"vault {name}: directory not found; its notes are kept as last indexed, and it is "
-                  "watched for")
         if w and w["watched"] < w["directories"]:
             print(f"watching only {w['watched']} of {w['directories']} directories (inotify watch limit "
                   f"{w['limit']} reached): edits elsewhere are found by a reconcile each minute instead; "
@@ -436,7 +433,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"last inventory {st['last_inventory']} (see inventory/latest.txt in the state dir)")
     print(f"state dir: {st['state_dir']}")
     for v in st["vaults"]:
-        print(f"vault {v['name']}: {v['root']}")
+        print(f"vault {v['name']}: {v['root']}" + ("" if v.get("found", True) else
+              " (directory not found: its notes are kept as last indexed until it is back)"))
     print(f"{st['notes']} notes ({st['current']} current), {st['chunks']} chunks, "
           f"{st['skipped']} skipped, {st['pending']} pending; embedder {st['embedder']} ({st['dim']}-d)")
     for s in st["skipped_files"]:

@@ -102,6 +102,10 @@ class Vault:
     name: str
     root: Path
 
+    def status(self) -> dict:
+        """As `status` reports it: `found` is false while the directory is missing (kept as last indexed)."""
+        return {"name": self.name, "root": str(self.root), "found": self.root.is_dir()}
+
 
 @dataclass(frozen=True)
 class IndexSettings:

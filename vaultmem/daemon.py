@@ -757,7 +757,7 @@ class Daemon:
             "ok": True, "version": __version__, "pid": os.getpid(), "ready": self.ready,
             "generation": self.generation, **counts,
             "pending": self.queue.qsize() + self.in_flight + pending_marks,
-            "vaults": [{"name": v.name, "root": str(v.root)} for v in self.vaults.values()],
+            "vaults": [v.status() for v in self.vaults.values()],
             "embedder": ident, "dim": dim, "state_dir": str(self.settings.state_dir),
             "socket": self.socket_path, "last_reconcile": self.last_reconcile, "watch": self.watch,
             "last_inventory": _iso(inventory.last_saved(self.settings.state_dir)),

@@ -417,7 +417,7 @@ class VaultIndex:
         ident, dim = embedder_identity(self.settings)
         return {
             "state_dir": str(self.state_dir),
-            "vaults": [{"name": v.name, "root": str(v.root)} for v in self.vaults()],
+            "vaults": [v.status() for v in self.vaults()],
             **counts,
             "pending": len(self.catalog.pending()),
             "embedder": ident,
