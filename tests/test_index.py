@@ -84,6 +84,20 @@ def test_a_vault_whose_directory_is_gone_keeps_its_notes_until_it_is_back(env):
     assert back.missing == [] and (back.unchanged, back.removed, back.chunks_embedded) == (2, 0, 0)
 
 
+def test_a_vault_renamed_in_the_config_is_not_indexed_twice(env):
+    """`work = "~/src/x"` becomes `proj = "~/src/x"`: the notes were answered twice, once under
+    each name, and the old name's were never reconciled again."""
+    env.write("memory/a.md", note("a", "the aardvark digs\n"))
+    env.write("CLAUDE.md", "# Rules\n\nbe kind\n")
+    env.sync(vaults=[f"work={env.vault}"])
+    renamed = env.sync(vaults=[f"proj={env.vault}"])
+    assert (renamed.added, renamed.removed, renamed.chunks_embedded) == (2, 2, 0)
+    assert renamed.moved == {"work:memory/a.md": "proj:memory/a.md", "work:CLAUDE.md": "proj:CLAUDE.md"}
+    assert [(h.vault, h.path) for h in env.query("aardvark", mode="text")] == [("proj", "memory/a.md")]
+    with VaultIndex(env.settings()) as idx:
+        assert [v.name for v in idx.vaults()] == ["proj"]
+
+
 def test_a_vault_missing_when_the_pipeline_changes_is_read_again_when_back(env):
     env.write("memory/a.md", note("a", "the aardvark digs\n"))
     env.sync()

@@ -120,6 +120,11 @@ class Catalog:
     def put_vault(self, vault: Vault) -> None:
         self.db.execute("INSERT OR REPLACE INTO vaults VALUES (?, ?)", (vault.name, str(vault.root)))
 
+    def drop_vault(self, name: str) -> None:
+        """Forget a vault's name (its notes are removed by the caller first)."""
+        with self.db:
+            self.db.execute("DELETE FROM vaults WHERE name=?", (name,))
+
     # -------------------------------------------------------------- sync state
 
     def files(self, vault: str, under: str | None = None) -> dict[str, FileState]:

@@ -195,6 +195,7 @@ class VaultIndex:
         report = SyncReport()
         scanned: dict[str, ScannedFile] = {}
         known: dict[str, FileState] = {}
+        renamed = self._renamed(vaults)
         for vault in vaults:
             self.catalog.put_vault(vault)
             if not vault.root.is_dir():
@@ -203,6 +204,8 @@ class VaultIndex:
                 continue
             scanned.update(scan_vault(vault, self.settings.index.include, self.settings.index.exclude, report.problems))
             known.update(self.catalog.files(vault.name))
+            for old in renamed.get(vault.name, []):  # gone under the old name: moved, vectors reused
+                known.update(self.catalog.files(old))
         cfg = self.settings.index
         pipeline = f"{PIPELINE_VERSION}:{cfg.chunk_chars}:{cfg.preview_chars}"
         redo: set[str] = set()
@@ -213,9 +216,26 @@ class VaultIndex:
         vault_names = {v.name for v in vaults} - set(report.missing)
         pending = {k for k in self.catalog.pending() if k.split(":", 1)[0] in vault_names}
         self._reconcile(scanned, known, pending | redo, report, progress, full=True)
+        for new, olds in renamed.items():
+            for old in olds:
+                if not self.catalog.files(old):
+                    self.catalog.drop_vault(old)
+                    log.info("vault %s is now named %s (same directory): its notes moved to the new name", old, new)
         self.catalog.set_meta("pipeline", pipeline)
         report.seconds = time.perf_counter() - started
         return report
+
+    def _renamed(self, vaults: list[Vault]) -> dict[str, list[str]]:
+        """Known vaults that are another name for the directory of one of `vaults` (the config
+        renamed it): new name -> old names. Left alone, each note was answered twice."""
+        being = {v.name for v in vaults}
+        roots = {os.path.realpath(v.root): v.name for v in vaults if v.root.is_dir()}
+        out: dict[str, list[str]] = {}
+        for known in self.catalog.vaults():
+            new = roots.get(os.path.realpath(known.root))
+            if known.name not in being and new is not None:
+                out.setdefault(new, []).append(known.name)
+        return out
 
     def update(self, vault: Vault, paths: set[str]) -> SyncReport:
         """Bring the index in line with some vault-relative paths: files or directories, existing
