@@ -199,15 +199,17 @@ def test_a_word_no_note_has_is_looked_up_by_its_trigrams(env):
     assert env.query('"educaton"', mode="text") == []  # a quoted word is matched exactly
 
 
-def test_a_query_of_unknown_words_finds_only_notes_with_a_word_spelled_like_one(env):
+def test_a_hit_found_by_trigrams_has_a_query_word_or_one_spelled_like_it(env):
     """Trigrams say which chunks to look at, not which words match: "xylophone" shares
-    "pho", "hon", "one" with "phone" and "Python", and was answered with this note."""
+    "pho", "hon", "one" with "phone" and "Python", and was answered with that note."""
     env.write("memory/phone.md", note("phone", "I called her on the phone about Python.\n"))
     env.write("memory/edu.md", note("edu", "Caroline wants to go back into education.\n"))
     env.write("memory/coffee.md", "---\ntopic: espresso machine\n---\nDescale it every month.\n")
     env.sync()
     assert env.query("xylophone", mode="text") == []
     assert env.query("xylophone zzqqxx", mode="text") == []
+    assert paths(env.query("descale xylophone", mode="text")) == ["memory/coffee.md"]  # by its known word
+    assert paths(env.query("month phnoe", mode="text")) == ["memory/coffee.md", "memory/phone.md"]
     assert paths(env.query("educaton", mode="text")) == ["memory/edu.md"]
     assert paths(env.query("phnoe", mode="text")) == ["memory/phone.md"]  # two letters swapped
     assert paths(env.query("expresso", mode="text")) == ["memory/coffee.md"]  # by its topic

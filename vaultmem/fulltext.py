@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import re
 import shutil
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import tantivy
@@ -286,6 +286,16 @@ class FullText:
             longest = set(sorted(unknown, key=len, reverse=True)[:LOOSE_MAX_WORDS])
             unknown = [w for w in unknown if w in longest][:LOOSE_MAX_WORDS]
         return unknown
+
+    def matched_exactly(self, tq: TextQuery, chunks: set[str]) -> set[str]:
+        """Those of `chunks` that the query's own terms match (its words, CJK text, phrases),
+        leaving out the trigram lookup of unknown words."""
+        query = self.build(replace(tq, loose=()), None, None, strict=False)
+        if query is None or not chunks:
+            return set()
+        among = tantivy.Query.term_set_query(self.schema, "chunk", sorted(chunks))
+        query = tantivy.Query.boolean_query([(tantivy.Occur.Must, query), (tantivy.Occur.Must, among)])
+        return {cid for cid, _, _ in self._run(query, len(chunks))}
 
     def _loose(self, tq: TextQuery) -> list[tantivy.Query]:
         """Trigram clauses for the query words whose term no note has."""

@@ -33,6 +33,7 @@ from typing import Any
 
 from . import dates
 from .catalog import chunk_id, written_at
+from .fulltext import TextQuery
 from .index import VaultIndex
 from .notes import extra_keys, extract_entities
 from .query import Query
@@ -174,8 +175,8 @@ class Searcher:
         unknown = self.index.fulltext.unknown_words(tq) if q.mode != "vector" else []
         if q.mode in ("hybrid", "text"):
             text_hits = self.index.fulltext.search(tq, n, allow, deny)
-            if unknown and _all_unknown(tq, unknown):
-                text_hits = self._spelled_like(text_hits, unknown)
+            if unknown:
+                text_hits = self._spelled_like(tq, text_hits, unknown)
         if q.mode in ("hybrid", "vector"):
             qvec = self.index.embedder.embed_query([q.text])[0]
             vec_hits = self.index.vectors.search(qvec, n, allow, deny)
@@ -221,19 +222,24 @@ class Searcher:
         chunk_for = {key: (text_best.get(key) or vec_best.get(key) or ent_best.get(key))[0] for _, key, _ in top}
         return self._hits(q, top, notes, chunk_for, unknown, t0)
 
-    def _spelled_like(self, hits: list[tuple[str, str, float]], unknown: list[str]) -> list[tuple[str, str, float]]:
-        """The text hits of a query whose every word is unknown that show a word spelled like
-        one of them. The trigram lookup alone also matches a chunk through trigrams of different
-        words: "xylophone" found "Python" and "money", and "zzqqxx" something in any vault."""
-        chunks = self.index.catalog.chunks({cid for cid, _, _ in hits})
-        topics = {k: r["topic"] or "" for k, r in self.index.catalog.notes({key for _, key, _ in hits}).items()}
+    def _spelled_like(self, tq: TextQuery, hits: list[tuple[str, str, float]], unknown: list[str]) -> list[tuple[str, str, float]]:
+        """The text hits of a query with unknown words that match one of its other terms or
+        show a word spelled like an unknown one. The trigram lookup alone also matches a chunk
+        through trigrams of different words: "xylophone" found "Python" and "money", and
+        "zzqqxx" something in any vault."""
+        exact = self.index.fulltext.matched_exactly(tq, {cid for cid, _, _ in hits})
+        rest = [h for h in hits if h[0] not in exact]
+        if not rest:
+            return hits
+        chunks = self.index.catalog.chunks({cid for cid, _, _ in rest})
+        topics = {k: r["topic"] or "" for k, r in self.index.catalog.notes({key for _, key, _ in rest}).items()}
         wanted = [fold(u) for u in unknown]
 
         def shows(cid: str, key: str) -> bool:  # what the index read: topic, heading path, text
             ch = chunks.get(cid)
             return ch is not None and _has_look_alike(f"{topics.get(key, '')} {ch['heading']} {ch['text']}", wanted)
 
-        return [h for h in hits if shows(h[0], h[1])]
+        return [h for h in hits if h[0] in exact or shows(h[0], h[1])]
 
     def _listing(self, q: Query, allow: set[str] | None, deny: set[str] | None,
                  state: dict[str, str | None] | None, t0: float) -> tuple[list[Hit], dict[str, Any]]:
@@ -366,12 +372,6 @@ def _newest_first_within_chains(scored: list, notes: dict) -> list:
             ceiling = score
     out.sort(key=lambda x: (-x[0], x[1]))
     return out
-
-
-def _all_unknown(tq, unknown: list[str]) -> bool:
-    """No word of the query is a term of the index (and it has no CJK text or quoted phrase)."""
-    terms = {term for word, term in tq.loose if word in unknown}
-    return not tq.grams and not tq.phrases and set(tq.words) <= terms
 
 
 def _has_look_alike(text: str, words: list[str]) -> bool:
