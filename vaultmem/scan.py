@@ -75,11 +75,8 @@ def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
     found: dict[str, ScannedFile] = {}
     root = str(vault.root)
     seen_dirs: set[tuple[int, int]] = set()
-    if not os.path.isdir(root):
-        log.warning("vault %s: directory %s does not exist", vault.name, root)
-        return found
     start = os.path.join(root, under) if under else root
-    if not os.path.isdir(start):
+    if not os.path.isdir(start):  # a missing vault root is the callers' to report (index.sync)
         return found
     for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
         try:
