@@ -461,20 +461,18 @@ class Daemon:
         if inotify_watches() is None:  # not Linux: nothing to count
             return
         now = {n: root_identity(v.root) for n, v in self.vaults.items()}
-        roots = [v for n, v in self.vaults.items() if now[n] is not None]
-        need, held = self._count_watches(roots)
-        present = {v.name for v in roots}
-        # a root that went away or was replaced: its watch died, or follows the old directory
-        changed = {n for n, ident in self._watched_roots.items() if now[n] != ident}
-        came_back = {n for n in present if now[n] != self._watched_roots.get(n)}
-        if rewatch and (held < need or changed or came_back):
+        need, held = self._count_watches([v for n, v in self.vaults.items() if now[n] is not None])
+        # a root gone, back, or replaced: its watch died, is missing, or follows the old directory
+        differs = {n for n in self.vaults if now[n] != self._watched_roots.get(n)}
+        if rewatch and (held < need or differs):
             self.observer.unschedule_all()
             self._schedule_watches()
             held = inotify_watches() or 0
             self.enqueue(Work("reconcile", reason="watched afresh"))  # what changed while unwatched
-            if came_back:
-                log.info("vault %s is back: watching it again", ", ".join(sorted(came_back)))
-        missing = sorted(set(self.vaults) - present)
+            back = sorted(n for n in differs if now[n] is not None)
+            if back:
+                log.info("vault %s is back: watching it again", ", ".join(back))
+        missing = sorted(n for n in self.vaults if now[n] is None)
         was_short = self.watch is not None and self.watch["watched"] < self.watch["directories"]
         self.watch = {"watched": held, "directories": need, "complete": held >= need and not missing,
                       "limit": watch_limit(), "missing": missing}
