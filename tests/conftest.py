@@ -141,6 +141,11 @@ class DaemonProc:
         assert out["ok"], out
         return [h["path"] for h in out["hits"]]
 
+    def watch(self) -> dict:
+        """The status's watch counts; empty until the daemon has counted them, just after
+        readiness (so a test waits for a value, never reads the first answer)."""
+        return self.request({"op": "status"})["watch"] or {}
+
     def wait_for(self, predicate, timeout: float = 10.0):
         import time
         deadline = time.time() + timeout

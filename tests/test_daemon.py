@@ -535,11 +535,11 @@ def test_the_daemon_starts_without_its_vault_directory_and_watches_for_it(tmp_pa
     d = DaemonProc(vault, tmp_path / "state", tmp_path / "run/v.sock", {"VAULTMEM_CONFIG": str(cfg)})
     d.start()
     try:
-        assert d.request({"op": "status"})["watch"]["missing"] == ["v"]
+        d.wait_for(lambda: d.watch().get("missing") == ["v"])
         assert f"vault v: directory {vault} not found" in d.log.read_text()
         atomic_save(vault / "memory/a.md", "the aardvark digs\n")  # mounted
         d.wait_for(lambda: d.paths("aardvark") == ["memory/a.md"])
-        d.wait_for(lambda: d.request({"op": "status"})["watch"]["complete"])
+        d.wait_for(lambda: d.watch().get("complete"))
         atomic_save(vault / "memory/b.md", "the bison grazes\n")  # watched: live
         d.wait_for(lambda: d.paths("bison") == ["memory/b.md"], timeout=5)
     finally:
@@ -558,14 +558,13 @@ def test_a_vault_root_deleted_or_moved_and_made_again_is_watched_again(tmp_path,
     atomic_save(vault / "memory/a.md", "the aardvark digs\n")
     d = DaemonProc(vault, tmp_path / "state", tmp_path / "run/v.sock", {"VAULTMEM_CONFIG": str(cfg)})
     d.start()
-    watch = lambda: d.request({"op": "status"})["watch"] or {}  # noqa: E731 (counted just after readiness)
     try:
-        d.wait_for(lambda: watch().get("complete"))
+        d.wait_for(lambda: d.watch().get("complete"))
         if how == "deleted":
             shutil.rmtree(vault)
         else:
             vault.rename(tmp_path / "aside")
-        d.wait_for(lambda: watch().get("missing") == ["v"])
+        d.wait_for(lambda: d.watch().get("missing") == ["v"])
         if how == "moved aside":
             assert d.paths("aardvark") == ["memory/a.md"], "kept as last indexed"
         time.sleep(2.5)  # past the next root check: a missing vault is looked for, not reconciled again
@@ -577,7 +576,7 @@ def test_a_vault_root_deleted_or_moved_and_made_again_is_watched_again(tmp_path,
         # not in the new checkout (the reconcile commits its additions before its removals, and
         # the reader may answer in between)
         d.wait_for(lambda: d.paths("aardvark") == [])
-        d.wait_for(lambda: watch().get("complete"))
+        d.wait_for(lambda: d.watch().get("complete"))
         atomic_save(vault / "memory/c.md", "the caracal leaps\n")  # watched again: live
         d.wait_for(lambda: d.paths("caracal") == ["memory/c.md"], timeout=5)
         assert "vault v is back: watching it again" in d.log.read_text()
