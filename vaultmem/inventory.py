@@ -208,8 +208,10 @@ def save(report: dict, state_dir: Path, keep: int = 12) -> Path:
     folder = state_dir / "inventory"
     target = folder / f"inventory-{time.strftime('%Y%m%d-%H%M%S')}.json"
     as_json = json.dumps(report, ensure_ascii=False, indent=1)
-    for path, text in ((target, as_json), (folder / "latest.json", as_json),
-                       (folder / "latest.txt", format_report(report, limit=0))):
+    # latest.json last: its time is when the report was saved (last_saved), so whoever sees it
+    # also finds latest.txt of the same report
+    for path, text in ((target, as_json), (folder / "latest.txt", format_report(report, limit=0)),
+                       (folder / "latest.json", as_json)):
         replace_file(path, text)
     old = sorted(folder.glob("inventory-*.json"))[:-keep]
     for p in old:
