@@ -372,6 +372,27 @@ def test_reindex_rebuild_through_the_daemon_keeps_answering(daemon):
     assert daemon.request({"op": "query", "text": "ocelot", "mode": "vector"})["hits"][0]["path"] == "memory/a.md"
 
 
+def test_a_vault_out_of_the_config_is_said_and_dropped_through_the_daemon(daemon, tmp_path):
+    """A vault indexed before but not among the daemon's: one warning at start, status marks
+    it, and `reindex --drop-vault` takes it out through the daemon (never one it watches)."""
+    other = tmp_path / "other"
+    atomic_save(other / "memory/z.md", "the zebra gallops\n")
+    atomic_save(daemon.vault / "memory/a.md", "the ocelot prowls\n")
+    assert run_cli("index", "--vault", f"o={other}", "--state-dir", str(daemon.state), "-q").returncode == 0
+    daemon.start()
+    assert "vault o (" in daemon.log.read_text() and "not in the config" in daemon.log.read_text()
+    cli = ("--socket", str(daemon.sock), "--state-dir", str(daemon.state))
+    assert "vault o: " + str(other) + " (not in the config" in run_cli("status", *cli).stdout
+    assert daemon.paths("zebra") == ["memory/z.md"], "answered as last indexed until dropped"
+    refused = run_cli("reindex", "--drop-vault", "v", *cli)
+    assert refused.returncode == 2 and "the daemon watches vault v" in refused.stderr
+    dropped = run_cli("reindex", "--drop-vault", "o", *cli)
+    assert dropped.returncode == 0 and "1 note removed" in dropped.stdout, dropped.stderr
+    assert daemon.paths("zebra") == [] and daemon.paths("ocelot") == ["memory/a.md"]
+    assert [v["name"] for v in daemon.request({"op": "status"})["vaults"]] == ["v"]
+    assert (other / "memory/z.md").read_text() == "the zebra gallops\n"
+
+
 def test_service_install_writes_the_unit_atomically(tmp_path):
     r = run_cli("service", "install", "--vault", str(tmp_path), env={"XDG_CONFIG_HOME": str(tmp_path / "cfg")})
     assert r.returncode == 0 and "enable-linger" in r.stdout

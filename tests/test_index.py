@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from conftest import note, run_cli
+from conftest import note, run_cli, write
 
 from vaultmem.errors import EmbedderMismatchError, VaultmemError
 from vaultmem.index import VaultIndex
@@ -96,6 +96,30 @@ def test_a_vault_renamed_in_the_config_is_not_indexed_twice(env):
     assert [(h.vault, h.path) for h in env.query("aardvark", mode="text")] == [("proj", "memory/a.md")]
     with VaultIndex(env.settings()) as idx:
         assert [v.name for v in idx.vaults()] == ["proj"]
+
+
+def test_a_vault_taken_out_of_the_config_is_listed_and_dropped_on_request(env, tmp_path):
+    """Out of the config, a vault's notes are still answered but never updated: status says so,
+    and `reindex --drop-vault` takes them out of both engines, leaving the files alone."""
+    other = tmp_path / "other"
+    zebra = write(other, "memory/z.md", note("zebra", "the zebra gallops\n"))
+    env.write("memory/a.md", note("a", "the aardvark digs\n"))
+    env.sync(vaults=[f"v={env.vault}", f"o={other}"])
+    with VaultIndex(env.settings(), writable=True) as idx:  # the config names v only
+        assert [(v["name"], v["configured"]) for v in idx.status()["vaults"]] == [("v", True), ("o", False)]
+        with pytest.raises(VaultmemError, match="vault v is in the config"):
+            idx.drop_vaults(["o", "v"])
+        with pytest.raises(VaultmemError, match="no vault named nope"):
+            idx.drop_vaults(["nope"])
+        assert [v.name for v in idx.vaults()] == ["o", "v"], "nothing done when refused"
+        assert idx.drop_vaults(["o"]).removed == 1
+        assert [v.name for v in idx.vaults()] == ["v"]
+        assert idx.vectors.table.count_rows() == idx.catalog.counts()["chunks"]
+    for mode in ("text", "vector", "hybrid"):
+        assert {h.vault for h in env.query("zebra gallops", mode=mode, history=True)} <= {"v"}, mode
+    assert zebra.read_text() == note("zebra", "the zebra gallops\n"), "the files are not touched"
+    out = run_cli("reindex", "--drop-vault", "o", "--no-daemon", "--state-dir", str(env.state))
+    assert out.returncode == 2 and "no vault named o" in out.stderr
 
 
 def test_a_vault_missing_when_the_pipeline_changes_is_read_again_when_back(env):

@@ -75,9 +75,12 @@ class Backend:
             return {"ok": True, **self.local.open(False).status()}
         if op == "reindex":
             idx = self.local.open(True)
-            if req.get("rebuild"):
-                idx.rebuild()
-            report = idx.sync(progress=print_progress)
+            if req.get("drop"):
+                report = idx.drop_vaults(list(req["drop"]))
+            else:
+                if req.get("rebuild"):
+                    idx.rebuild()
+                report = idx.sync(idx.served(), progress=print_progress)
             return {"ok": True, "report": {k: v for k, v in report.__dict__.items() if k != "problems"},
                     "problems": report.problems}
         raise UsageError(f"unknown op {op}")

@@ -124,8 +124,17 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _client(p)
 
-    p = sub.add_parser("reindex", help="reconcile the index with the files now (through the daemon if it runs)")
+    p = sub.add_parser("reindex", help="reconcile the index with the files now (through the daemon if it runs)",
+                       description="Bring the index in line with the vaults' files now, through the daemon if "
+                                   "it runs (it does this by itself on every change it sees, and every "
+                                   "[daemon] reconcile_minutes). --rebuild starts from an empty index. "
+                                   "--drop-vault takes a vault you removed from the config out of the index "
+                                   "(`vaultmem status` lists it as not in the config); its files are not touched.",
+                       epilog="examples:\n  vaultmem reindex\n  vaultmem reindex --drop-vault old-project",
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rebuild", action="store_true", help="drop the index and re-read every file")
+    p.add_argument("--drop-vault", action="append", default=[], metavar="NAME",
+                   help="remove this vault's notes from the index, not its files (repeatable)")
     p.add_argument("--json", action="store_true", help="print JSON")
     _common(p)
     _client(p)
@@ -283,7 +292,7 @@ def cmd_index(args: argparse.Namespace) -> int:
         if not v.root.is_dir():
             raise UsageError(f"vault directory not found: {v.root}")
     with VaultIndex(settings, writable=True) as idx:
-        vaults = list(settings.vaults) or idx.vaults()
+        vaults = idx.served()
         if not vaults:
             raise UsageError("no vault given: pass --vault DIR (or set vaults in the config file)")
         if args.rebuild:
@@ -433,6 +442,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"last inventory {st['last_inventory']} (see inventory/latest.txt in the state dir)")
     print(f"state dir: {st['state_dir']}")
     for v in st["vaults"]:
+        if not v.get("configured", True):
+            print(f"vault {v['name']}: {v['root']} (not in the config: its notes are answered as last indexed and "
+                  f"not updated; `vaultmem reindex --drop-vault {v['name']}` takes them out)")
+            continue
         print(f"vault {v['name']}: {v['root']}" + ("" if v.get("found", True) else
               " (directory not found: its notes are kept as last indexed until it is back)"))
     print(f"{st['notes']} notes ({st['current']} current), {st['chunks']} chunks, "
@@ -443,9 +456,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
+    if args.drop_vault and args.rebuild:
+        raise UsageError("--drop-vault and --rebuild do not go together (a rebuild reads the configured vaults only)")
+    req = {"op": "reindex", "drop": args.drop_vault} if args.drop_vault else {"op": "reindex", "rebuild": bool(args.rebuild)}
     backend = _backend(args)
     try:
-        out = backend.request({"op": "reindex", "rebuild": bool(args.rebuild)})
+        out = backend.request(req)
     finally:
         backend.close()
     if args.json:
@@ -454,6 +470,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     if args.quiet:
         return 0
     r = out["report"]
+    if args.drop_vault:
+        print(f"dropped vault {', '.join(args.drop_vault)} from the index: {r['removed']} "
+              f"{'note' if r['removed'] == 1 else 'notes'} removed (the files are untouched)")
+        return 0
     for key, reason in sorted(out.get("problems", {}).items()):
         print(f"skipped {key}: {reason}", file=sys.stderr)
     print(f"reindexed: {r['files']} files: {r['added']} added, {r['updated']} updated, {r['removed']} removed, "

@@ -102,9 +102,11 @@ class Vault:
     name: str
     root: Path
 
-    def status(self) -> dict:
-        """As `status` reports it: `found` is false while the directory is missing (kept as last indexed)."""
-        return {"name": self.name, "root": str(self.root), "found": self.root.is_dir()}
+    def status(self, configured: bool = True) -> dict:
+        """As `status` reports it: `found` is false while the directory is missing (kept as last
+        indexed); `configured` is false for a vault in the index that the settings no longer
+        name (not updated; `vaultmem reindex --drop-vault` takes it out)."""
+        return {"name": self.name, "root": str(self.root), "found": self.root.is_dir(), "configured": configured}
 
 
 @dataclass(frozen=True)

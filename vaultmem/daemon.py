@@ -377,13 +377,18 @@ class Daemon:
         _limit_malloc_arenas()
         # a long-lived process: the model's word table is served from a file map (embedders.py)
         self.writer = VaultIndex(self.settings, writable=True, model_cache=cache_dir())
-        vaults = list(self.settings.vaults) or self.writer.vaults()
+        vaults = self.writer.served()
         if not vaults:
             self.writer.close()
             raise VaultmemError("no vault to watch: pass --vault DIR (or set vaults in the config file)")
         for v in vaults:
             self.writer.catalog.put_vault(v)
         self.vaults = {v.name: v for v in vaults}
+        for v in self.writer.vault_status(vaults):
+            if not v["configured"]:
+                log.warning("vault %s (%s) is in the index but not in the config: its notes are answered as last "
+                            "indexed and not updated; `vaultmem reindex --drop-vault %s` takes them out",
+                            v["name"], v["root"], v["name"])
         self.reader = VaultIndex(self.settings, writable=False, share_vectors_of=self.writer, model_cache=cache_dir())
         self.usage = Usage(self.settings.state_dir)
         self.searcher = Searcher(self.reader, self.usage)
@@ -750,12 +755,13 @@ class Daemon:
             counts = self.reader.catalog.counts()
             skipped = [{"key": r["key"], "reason": r["reason"]} for r in self.reader.catalog.skipped()]
             pending_marks = len(self.reader.catalog.pending())
+            vaults = self.reader.vault_status(list(self.vaults.values()))
         ident, dim = embedder_identity(self.settings)
         return {
             "ok": True, "version": __version__, "pid": os.getpid(), "ready": self.ready,
             "generation": self.generation, **counts,
             "pending": self.queue.qsize() + self.in_flight + pending_marks,
-            "vaults": [v.status() for v in self.vaults.values()],
+            "vaults": vaults,
             "embedder": ident, "dim": dim, "state_dir": str(self.settings.state_dir),
             "socket": self.socket_path, "last_reconcile": self.last_reconcile, "watch": self.watch,
             "last_inventory": _iso(inventory.last_saved(self.settings.state_dir)),
@@ -763,8 +769,19 @@ class Daemon:
         }
 
     def op_reindex(self, req: dict) -> dict:
-        """A full reconcile now (with "rebuild": true, from scratch); answers when done."""
-        if req.get("rebuild"):
+        """A full reconcile now (with "rebuild": true, from scratch; with "drop": [names], those
+        vaults' notes taken out of the index, which the daemon must not watch); answers when done."""
+        drop = req.get("drop")
+        if drop:
+            if not isinstance(drop, list) or not all(isinstance(n, str) for n in drop):
+                return {"ok": False, "code": "UsageError", "error": "drop must be a list of vault names"}
+            watched = sorted(set(drop) & set(self.vaults))
+            if watched:
+                return {"ok": False, "code": "UsageError",
+                        "error": f"the daemon watches vault {', '.join(watched)}: take it out of the config, "
+                                 "restart the daemon, then drop it"}
+            work = self.enqueue(Work("call", fn=lambda idx: idx.drop_vaults(drop).__dict__, done=threading.Event()))
+        elif req.get("rebuild"):
             def rebuild(idx: VaultIndex) -> dict:
                 idx.rebuild()
                 self._reopen_reader = True  # its files were just deleted
@@ -775,6 +792,8 @@ class Daemon:
         work.done.wait()
         result = work.result.get("value", work.result)
         if "exception" in work.result:
-            return {"ok": False, "code": "reindex_failed", "error": str(work.result["exception"])}
+            err = work.result["exception"]
+            return {"ok": False, "code": type(err).__name__ if isinstance(err, VaultmemError) else "reindex_failed",
+                    "error": str(err)}
         return {"ok": True, "report": {k: v for k, v in result.items() if k != "problems"},
                 "problems": result.get("problems", {})}

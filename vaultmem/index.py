@@ -26,7 +26,7 @@ import numpy as np
 from .catalog import Catalog, FileState, chunk_id
 from .config import Settings, Vault
 from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
-from .errors import IndexMissingError, VaultmemError
+from .errors import IndexMissingError, UsageError, VaultmemError
 from .fulltext import FullText
 from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
 from . import writing
@@ -166,7 +166,44 @@ class VaultIndex:
         return self._vectors
 
     def vaults(self) -> list[Vault]:
+        """Every vault in the index."""
         return self.catalog.vaults()
+
+    def served(self) -> list[Vault]:
+        """The vaults kept in line with their files: those the settings name (config file or
+        --vault), else every vault in the index."""
+        return list(self.settings.vaults) or self.vaults()
+
+    def vault_status(self, served: list[Vault]) -> list[dict]:
+        """`served` first, then the vaults in the index that are not (configured: false)."""
+        names = {v.name for v in served}
+        return [v.status() for v in served] + [v.status(configured=False) for v in self.vaults() if v.name not in names]
+
+    def drop_vaults(self, names: list[str]) -> SyncReport:
+        """Take vaults' notes out of the index: the user removed them from the config, and asked
+        (`vaultmem reindex --drop-vault`). Their files are not touched. Refused, before anything
+        is done, for a vault the settings name (the next sync would index it again) or one the
+        index does not have."""
+        assert self.writable, "drop_vaults needs a writable index"
+        for name in names:
+            if name in {v.name for v in self.settings.vaults}:
+                raise UsageError(f"vault {name} is in the config (or --vault): take it out there first, "
+                                 "or it is indexed again at the next sync")
+            if name not in {v.name for v in self.vaults()}:
+                raise UsageError(f"no vault named {name} in the index (see `vaultmem status`)")
+        started = time.perf_counter()
+        report = SyncReport()
+        known: dict[str, FileState] = {}
+        for name in names:
+            known.update(self.catalog.files(name))
+        pending = {k for k in self.catalog.pending() if k.split(":", 1)[0] in names}
+        self._reconcile({}, known, pending, report, None, full=True)
+        for name in names:
+            self.catalog.drop_vault(name)
+        log.info("vault %s dropped from the index: %d note(s) removed; the files are untouched",
+                 ", ".join(names), report.removed)
+        report.seconds = time.perf_counter() - started
+        return report
 
     def refresh(self) -> None:
         """See what another VaultIndex on the same state dir has committed since."""
@@ -437,7 +474,7 @@ class VaultIndex:
         ident, dim = embedder_identity(self.settings)
         return {
             "state_dir": str(self.state_dir),
-            "vaults": [v.status() for v in self.vaults()],
+            "vaults": self.vault_status(self.served()),
             **counts,
             "pending": len(self.catalog.pending()),
             "embedder": ident,
