@@ -411,6 +411,22 @@ def test_remember_into_a_configured_vault_that_was_never_indexed(env, tmp_path):
     assert [h["vault"] for h in out["hits"]] == ["mine"]
 
 
+def test_remember_into_a_vault_taken_out_of_the_config_writes_nothing(env, tmp_path):
+    """Its later edits would never be read: no sync or daemon looks at it any more."""
+    old = tmp_path / "old"
+    (old / "memory").mkdir(parents=True)
+    (old / "memory/x.md").write_text("an older note\n")
+    assert run_cli("index", "--vault", f"old={old}", "--state-dir", str(env.state)).returncode == 0
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text(f'state_dir = "{env.state}"\n[vaults]\nmine = "{env.vault}"\n')
+    r = run_cli("remember", "--topic", "t", "--vault", "old", "--config", str(cfg), "some text")
+    assert r.returncode == 2 and r.stderr.splitlines()[-1] == (
+        "vaultmem: error: vault old is not in the config, so its notes are not kept up to date; "
+        "add it there, or name another with --vault; nothing written")
+    assert sorted(p.name for p in (old / "memory").iterdir()) == ["x.md"]
+    assert run_cli("remember", "--topic", "t", "--config", str(cfg), "some text").returncode == 0  # into mine
+
+
 def test_inventory_finds_a_topic_current_in_two_vaults_and_a_file_gone_from_disk(env, tmp_path):
     other = tmp_path / "other"
     (other / "memory").mkdir(parents=True)

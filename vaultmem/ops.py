@@ -130,7 +130,16 @@ def remember(ctx: Context, req: dict) -> dict:
         for v in ctx.settings.vaults:  # configured but never indexed: known from now on
             if v.name not in {k.name for k in idx.vaults()}:
                 idx.catalog.put_vault(v)
-        vault = vault_for(idx.vaults(), vault_name, cwd)
+        served = idx.served()
+        try:  # named, or holding the working directory: any vault in the index
+            vault = vault_for(idx.vaults(), vault_name, cwd)
+        except UsageError:
+            if vault_name:
+                raise
+            vault = vault_for(served, None, cwd)  # else the only one in the config
+        if vault.name not in {v.name for v in served}:  # its later edits would never be read
+            raise UsageError(f"vault {vault.name} is not in the config, so its notes are not kept up to date; "
+                             "add it there, or name another with --vault; nothing written")
         if not vault.root.is_dir():  # unmounted: the note would hide under the mount point
             raise UsageError(f"vault {vault.name}: directory {vault.root} not found; nothing written")
         rel_dir = Path(subdir)
