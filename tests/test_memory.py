@@ -412,7 +412,8 @@ def test_remember_into_a_configured_vault_that_was_never_indexed(env, tmp_path):
 
 
 def test_remember_into_a_vault_taken_out_of_the_config_writes_nothing(env, tmp_path):
-    """Its later edits would never be read: no sync or daemon looks at it any more."""
+    """Its later edits would never be read: no sync or daemon looks at it any more. The
+    stock-take lists the vault itself."""
     old = tmp_path / "old"
     (old / "memory").mkdir(parents=True)
     (old / "memory/x.md").write_text("an older note\n")
@@ -425,6 +426,9 @@ def test_remember_into_a_vault_taken_out_of_the_config_writes_nothing(env, tmp_p
         "add it there, or name another with --vault; nothing written")
     assert sorted(p.name for p in (old / "memory").iterdir()) == ["x.md"]
     assert run_cli("remember", "--topic", "t", "--config", str(cfg), "some text").returncode == 0  # into mine
+    f = js(run_cli("inventory", "--json", "--config", str(cfg)))["findings"]["out_of_sync"]
+    assert f == [{"note": "old:", "problem": "vault not in the config: its notes are not updated "
+                  "(`vaultmem reindex --drop-vault old` takes them out)"}]
 
 
 def test_inventory_finds_a_topic_current_in_two_vaults_and_a_file_gone_from_disk(env, tmp_path):

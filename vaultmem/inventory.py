@@ -10,7 +10,8 @@ Sections, each a list of findings:
   files are instructions and indexes, not facts, and are left out; Claude Code's own notes
   classify by `type` instead of tags and are not asked for tags)
 - broken_supersedes: `supersedes:` entries that name no topic and no note
-- out_of_sync: files the index disagrees with (not indexed, changed since, gone, interrupted)
+- out_of_sync: files the index disagrees with (not indexed, changed since, gone, interrupted), and
+  vaults in the index that the config no longer names
 - unreadable: files skipped with their reason
 - duplicates: pairs of current notes whose vectors are nearly identical
 - secrets: likely secrets (masked everywhere vaultmem shows the note; the file still holds them)
@@ -117,7 +118,12 @@ def _claude_typed(meta: dict) -> bool:
 def _out_of_sync(idx: VaultIndex, settings: Settings) -> list[dict]:
     out = []
     pending = idx.catalog.pending()
+    served = {v.name for v in idx.served()}
     for vault in idx.vaults():
+        if vault.name not in served:
+            out.append({"note": f"{vault.name}:", "problem": "vault not in the config: its notes are not updated "
+                        f"(`vaultmem reindex --drop-vault {vault.name}` takes them out)"})
+            continue
         if not vault.root.is_dir():
             out.append({"note": f"{vault.name}:", "problem": f"vault directory {vault.root} is missing"})
             continue
