@@ -778,8 +778,8 @@ class Daemon:
             watched = sorted(set(drop) & set(self.vaults))
             if watched:
                 return {"ok": False, "code": "UsageError",
-                        "error": f"the daemon watches vault {', '.join(watched)}: take it out of the config, "
-                                 "restart the daemon, then drop it"}
+                        "error": f"the daemon watches vault {', '.join(watched)}: take it out of its config "
+                                 "(or --vault flags), restart the daemon, then drop it"}
             work = self.enqueue(Work("call", fn=lambda idx: idx.drop_vaults(drop).__dict__, done=threading.Event()))
         elif req.get("rebuild"):
             def rebuild(idx: VaultIndex) -> dict:
