@@ -66,6 +66,23 @@ def test_deleted_and_moved_files_leave_the_index(env):
     assert [h.path for h in env.query("bananabread", mode="text")] == ["memory/sub/b.md"]
 
 
+def test_a_move_is_one_commit_so_readers_never_see_both_paths(env):
+    """The daemon's reader sees each commit: a move written as an add, then a delete, was
+    answered under both paths in between."""
+    env.write("memory/a.md", note("a", "applesauce words\n"))
+    env.sync()
+    os.rename(env.vault / "memory/a.md", env.vault / "memory/moved.md")
+    s = env.settings()
+    with VaultIndex(s, writable=True) as idx:
+        commits = []
+        commit, replace = idx.fulltext.commit, idx.vectors.replace
+        idx.fulltext.commit = lambda: (commits.append("text"), commit())[1]
+        idx.vectors.replace = lambda gone, rows: (commits.append("vectors"), replace(gone, rows))[1]
+        report = idx.update(s.vaults[0], {"memory/a.md", "memory/moved.md"})
+    assert report.moved == {"v:memory/a.md": "v:memory/moved.md"} and commits == ["text", "vectors"]
+    assert [h.path for h in env.query("applesauce", mode="text", history=True)] == ["memory/moved.md"]
+
+
 def test_a_vault_whose_directory_is_gone_keeps_its_notes_until_it_is_back(env):
     """An unmounted drive, a vault moved aside for a fresh clone: a missing root is not "every
     note deleted". Its notes stay as last indexed (and searchable); back, nothing is re-embedded."""

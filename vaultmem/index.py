@@ -320,17 +320,13 @@ class VaultIndex:
         before = self.catalog.affected(touched) if partial and touched else (set(), set())
         batch = max(1, self.settings.index.batch_files)
         added: dict[str, list[str]] = {}  # digest -> keys of new files with those bytes
-        for i in range(0, len(todo), batch):
-            self._sync_batch(todo[i : i + batch], known, redo, report, added)
-            if progress:
+        starts = range(0, len(todo), batch) or [0]
+        for i in starts:  # what is gone leaves in the last batch's commit: a move is one commit,
+            # so a reader never finds the note under both paths, nor under neither
+            self._sync_batch(todo[i : i + batch], known, redo, report, added, gone if i == starts[-1] else [])
+            if progress and todo:
                 progress(min(i + batch, len(todo)), len(todo), report.chunks_embedded)
         if gone:
-            self.catalog.mark_pending(gone)
-            self.fulltext.delete_notes(gone)
-            self.fulltext.commit()
-            self.vectors.replace(set(gone), [])
-            self.catalog.write([], [], gone, gone)
-            report.removed += len(gone)
             report.moved = _moves({k: known[k].hash for k in gone if k in known}, added)
         if touched or full:
             if partial:
@@ -398,7 +394,8 @@ class VaultIndex:
             return None, f"cannot read: {err.strerror}"
 
     def _sync_batch(self, files: list[ScannedFile], known: dict, pending: set[str], report: SyncReport,
-                    added: dict[str, list[str]]) -> None:
+                    added: dict[str, list[str]], gone: list[str]) -> None:
+        """Read, embed and write `files`, and remove the `gone` keys, in one commit of each store."""
         cfg = self.settings.index
         notes: list[tuple[Note, ScannedFile, str]] = []
         skipped: list[tuple[str, str, str, int, int, str | None, str]] = []
@@ -431,9 +428,9 @@ class VaultIndex:
             report.skipped += 1
             skipped.append((s.key, s.vault, s.path, s.size, s.mtime_ns, digest, reason))
         keys = [n.key for n, _, _ in notes] + [k[0] for k in skipped]
-        if not keys:
+        if not keys and not gone:
             return
-        self.catalog.mark_pending(keys)
+        self.catalog.mark_pending(keys + gone)
 
         texts = [[embed_text(n, c) for c in n.chunks] for n, _, _ in notes]
         hashes = [[content_hash(t) for t in ts] for ts in texts]
@@ -448,15 +445,16 @@ class VaultIndex:
         report.chunks_reused += sum(len(hs) for hs in hashes) - len(missing)
 
         rows: list[tuple[str, str, str, np.ndarray]] = []
-        self.fulltext.delete_notes(keys)
+        self.fulltext.delete_notes(keys + gone)
         for (note, _, _), hs in zip(notes, hashes):
             ids = [chunk_id(note.key, c.ord) for c in note.chunks]
             self.fulltext.add_note(note, ids)
             rows.extend((cid, note.key, h, have[h]) for cid, h in zip(ids, hs))
         self.fulltext.commit()
-        self.vectors.replace(set(keys), rows)
+        self.vectors.replace(set(keys) | set(gone), rows)
         self.catalog.write(
-            [(n, s.size, s.mtime_ns, d, hs) for (n, s, d), hs in zip(notes, hashes)], skipped, [], keys)
+            [(n, s.size, s.mtime_ns, d, hs) for (n, s, d), hs in zip(notes, hashes)], skipped, gone, keys + gone)
+        report.removed += len(gone)
 
     def rebuild(self) -> None:
         """Forget everything indexed (not the vault list): the next sync re-reads every file."""
