@@ -777,9 +777,11 @@ class Daemon:
                 return {"ok": False, "code": "UsageError", "error": "drop must be a list of vault names"}
             watched = sorted(set(drop) & set(self.vaults))
             if watched:
+                how = ("take it out of its config (or --vault flags), restart the daemon, then drop it"
+                       if self.settings.vaults else "with no vaults configured it watches every vault in the "
+                       "index: stop it, drop the vault, and start it again")
                 return {"ok": False, "code": "UsageError",
-                        "error": f"the daemon watches vault {', '.join(watched)}: take it out of its config "
-                                 "(or --vault flags), restart the daemon, then drop it"}
+                        "error": f"the daemon watches vault {', '.join(watched)}: {how}"}
             work = self.enqueue(Work("call", fn=lambda idx: idx.drop_vaults(drop).__dict__, done=threading.Event()))
         elif req.get("rebuild"):
             def rebuild(idx: VaultIndex) -> dict:
