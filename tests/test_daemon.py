@@ -363,6 +363,33 @@ def test_lost_inotify_events_trigger_a_reconcile(tmp_path):
     assert work.kind == "reconcile" and "overflow" in work.reason
 
 
+def test_a_queue_overflow_in_a_vault_of_thousands_of_directories_settles(daemon):
+    """A .venv or node_modules in a project vault. The watch took reads too: each walk of the
+    tree (watchdog re-watching after an overflow, the reconcile that follows) raised four events
+    per directory, overflowed the kernel's queue again, and the daemon looped at 100% CPU."""
+    queued = int(open("/proc/sys/fs/inotify/max_queued_events").read())
+    if queued > 65536:
+        pytest.skip(f"max_queued_events {queued}: too many directories needed to show it")
+    for i in range(queued // 4 + 500):  # one walk of these raised more events than the queue holds
+        (daemon.vault / ".venv/lib" / f"p{i // 50}" / f"m{i}").mkdir(parents=True)
+    atomic_save(daemon.vault / "memory/a.md", "the aardvark digs\n")
+    daemon.start()
+    reconciles = lambda: daemon.log.read_text().count("reconcile (inotify queue overflowed)")  # noqa: E731
+    os.kill(daemon.proc.pid, signal.SIGSTOP)  # the kernel's queue fills while the daemon is held
+    try:
+        for i in range(queued * 2):
+            (daemon.vault / ".venv" / f"f{i}").touch()
+    finally:
+        os.kill(daemon.proc.pid, signal.SIGCONT)
+    daemon.wait_for(reconciles, timeout=60)
+    time.sleep(4)
+    settled = reconciles()
+    time.sleep(4)
+    assert reconciles() == settled <= 3, daemon.log.read_text()[-2000:]
+    atomic_save(daemon.vault / "memory/b.md", "the bison grazes\n")
+    daemon.wait_for(lambda: daemon.paths("bison") == ["memory/b.md"], timeout=5)
+
+
 def test_reindex_rebuild_through_the_daemon_keeps_answering(daemon):
     atomic_save(daemon.vault / "memory/a.md", "the ocelot prowls\n")
     daemon.start()

@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from apscheduler.schedulers.background import BackgroundScheduler
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, FileClosedEvent, FileCreatedEvent,
+                             FileDeletedEvent, FileModifiedEvent, FileMovedEvent, FileSystemEvent,
+                             FileSystemEventHandler)
 from watchdog.observers import Observer
 
 from . import __version__, inventory, ops
@@ -196,6 +198,15 @@ def directories_under(roots: list[str]) -> int:
     return len(seen)
 
 
+# What the watch asks the kernel for. Reads are left out (watchdog's default includes IN_OPEN and
+# IN_CLOSE_NOWRITE): every walk of a directory tree, by the daemon's own reconcile or by watchdog's
+# re-watch after an inotify queue overflow, raised four events per directory. At a few thousand
+# directories (a .venv, node_modules) one walk overflowed the kernel's queue (16,384 events) again,
+# and the daemon went round overflow -> re-watch and reconcile -> overflow for good, at 100% CPU.
+WATCHED_EVENTS = [FileCreatedEvent, FileModifiedEvent, FileClosedEvent, FileMovedEvent, FileDeletedEvent,
+                  DirCreatedEvent, DirMovedEvent, DirDeletedEvent]
+
+
 class _Events(FileSystemEventHandler):
     def __init__(self, daemon: "Daemon", vault: Vault):
         self.daemon, self.vault = daemon, vault
@@ -203,8 +214,6 @@ class _Events(FileSystemEventHandler):
         self.include, self.exclude = cfg.include, cfg.exclude
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.event_type in ("opened", "closed_no_write"):
-            return  # reads, including our own
         if event.is_directory and event.event_type in ("modified", "attrib", "closed"):
             return
         for raw in (event.src_path, getattr(event, "dest_path", "")):
@@ -437,7 +446,7 @@ class Daemon:
         for v in self.vaults.values():
             ident = root_identity(v.root)
             if ident is not None:
-                self.observer.schedule(_Events(self, v), str(v.root), recursive=True)
+                self.observer.schedule(_Events(self, v), str(v.root), recursive=True, event_filter=WATCHED_EVENTS)
                 watched[v.name] = ident
             else:
                 log.warning("vault %s: %s is not a directory; not watched until it is", v.name, v.root)
