@@ -390,6 +390,26 @@ def test_a_queue_overflow_in_a_vault_of_thousands_of_directories_settles(daemon)
     daemon.wait_for(lambda: daemon.paths("bison") == ["memory/b.md"], timeout=5)
 
 
+def test_a_package_install_in_a_vault_leaves_the_log_short(daemon):
+    """New directory trees made fast (pip or npm unpacking into the vault's .venv or
+    node_modules) made watchdog warn for each watch it added twice, each warning ~100 kB."""
+    atomic_save(daemon.vault / "memory/a.md", "the aardvark digs\n")
+    daemon.start()
+    before = daemon.log.stat().st_size
+    site = daemon.vault / ".venv/lib/site-packages"
+    for i in range(300):
+        for j in range(4):
+            deep = site / f"pkg{i}" / f"m{j}" / "sub" / "deeper"
+            deep.mkdir(parents=True)
+            for k in range(3):
+                (deep.parent.parent / f"f{k}.py").write_text("x = 1\n")
+                (deep / f"g{k}.py").write_text("x = 1\n")
+    atomic_save(daemon.vault / "memory/b.md", "the bison grazes\n")
+    daemon.wait_for(lambda: daemon.paths("bison") == ["memory/b.md"])
+    grown = daemon.log.read_bytes()[before:]
+    assert b"already exists for watch" not in grown and len(grown) < 20_000, grown[:500]
+
+
 def test_reindex_rebuild_through_the_daemon_keeps_answering(daemon):
     atomic_save(daemon.vault / "memory/a.md", "the ocelot prowls\n")
     daemon.start()

@@ -25,6 +25,7 @@ import stat
 import struct
 import threading
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -410,6 +411,12 @@ class Daemon:
         self._serve_thread.start()
         for name in ("watchdog.observers.inotify", "watchdog.observers.inotify_c"):
             logging.getLogger(name).addHandler(self._overflow)
+        # watchdog 7.1 warns when it adds a watch it already holds: a new directory tree is walked
+        # on its creation event and its subdirectories' own events add them again. The callback
+        # is replaced by itself, so nothing is wrong, but the message prints a bound method's repr
+        # holding the whole watch table: one `pip install` in a vault wrote 41 MB of log.
+        warnings.filterwarnings("ignore", message="Callback with id .* already exists for watch",
+                                category=RuntimeWarning)
         self.observer = Observer()
         self._schedule_watches()
         self.observer.start()
