@@ -154,3 +154,7 @@ def test_status_lists_counts(indexed):
 def test_help_teaches(tmp_path):
     r = run_cli("query", "--help")
     assert r.returncode == 0 and "--history" in r.stdout and "examples:" in r.stdout
+    for command in ("index", "query", "reindex", "remember", "forget", "inventory", "hook", "daemon"):
+        out = run_cli(command, "--help", env={"COLUMNS": "80"}).stdout
+        wide = [line for line in out.splitlines() if len(line) > 80 and not line[0].isspace()]
+        assert not wide, (command, wide)  # descriptions wrapped; indented examples kept as written

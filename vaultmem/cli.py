@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import sys
+import textwrap
 import traceback
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,15 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--explain", action="store_true", help="show every factor of each hit's score")
 
 
+class _Help(argparse.RawDescriptionHelpFormatter):
+    """Descriptions wrapped to the terminal, examples (indented lines) kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(indent + line if not line or line[0].isspace() else
+                         textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
+                         for line in text.splitlines())
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vaultmem",
@@ -110,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
                               '  vaultmem query deploy --tag ops --history --json\n'
                               '  vaultmem query --tag ops --since 2w            # list: newest first\n'
                               '  vaultmem query --batch questions.txt --json',
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       formatter_class=_Help)
     p.add_argument("text", nargs="*", help="what to look for (none, with a filter: list the notes that pass it)")
     p.add_argument("--batch", metavar="FILE", help="one query per line (text, or JSON with 'text' and options); '-' is stdin")
     p.add_argument("--vault", action="append", default=[], metavar="NAME|DIR", help="only this vault (repeatable)")
@@ -125,13 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
     _client(p)
 
     p = sub.add_parser("reindex", help="reconcile the index with the files now (through the daemon if it runs)",
-                       description="Bring the index in line with the vaults' files now, through the daemon if "
-                                   "it runs (it does this by itself on every change it sees, and every "
-                                   "[daemon] reconcile_minutes). --rebuild starts from an empty index. "
-                                   "--drop-vault takes a vault you removed from the config out of the index "
-                                   "(`vaultmem status` lists it as not in the config); its files are not touched.",
+                       description="Bring the index in line with the vaults' files now, through the daemon if it\n"
+                                   "runs (it does this by itself on every change it sees, and every [daemon]\n"
+                                   "reconcile_minutes). --rebuild starts from an empty index. --drop-vault takes a\n"
+                                   "vault you removed from the config out of the index (`vaultmem status` lists it\n"
+                                   "as not in the config); its files are not touched.",
                        epilog="examples:\n  vaultmem reindex\n  vaultmem reindex --drop-vault old-project",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       formatter_class=_Help)
     p.add_argument("--rebuild", action="store_true", help="drop the index and re-read every file")
     p.add_argument("--drop-vault", action="append", default=[], metavar="NAME",
                    help="remove this vault's notes from the index, not its files (repeatable)")
@@ -147,7 +157,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog='examples:\n  vaultmem remember --topic "deploy procedure" --tag ops "Deploy with make ship; '
                               'staging first."\n  git log -1 --format=%B | vaultmem remember --topic release-notes -\n'
                               '  vaultmem remember --topic 배포 --kind decision "배포는 금요일에 하지 않는다"',
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       formatter_class=_Help)
     p.add_argument("text", nargs="*", help="the note's text; '-' (or nothing, with input piped) reads stdin")
     p.add_argument("--topic", required=True, help="what the note is about; notes on one topic form a chain")
     p.add_argument("--tag", "--tags", dest="tag", action=_Tags, default=[], metavar="T", help="a tag (repeat, or a,b)")
@@ -164,7 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "delete the files (asks first on a terminal; --yes for scripts).",
                        epilog="examples:\n  vaultmem forget memory/old-idea.md\n  vaultmem forget --topic "
                               "'deploy procedure' --restore\n  vaultmem forget --delete --yes memory/scratch.md",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       formatter_class=_Help)
     p.add_argument("paths", nargs="*", metavar="PATH", help="notes, as paths (absolute, relative, or VAULT:PATH)")
     p.add_argument("--topic", metavar="X", help="every note of this topic instead")
     p.add_argument("--vault", metavar="NAME|DIR", help="with --topic: only this vault")
@@ -234,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog="examples:\n  vaultmem hook session-start --budget 800\n"
                               "  vaultmem hook install              # ~/.claude/settings.json\n"
                               "  vaultmem hook install --settings .claude/settings.json",
-                       formatter_class=argparse.RawDescriptionHelpFormatter)
+                       formatter_class=_Help)
     p.add_argument("action", choices=["session-start", "install", "print"],
                    help="session-start: print the digest; install: add the hook; print: show the settings entry")
     p.add_argument("--budget", type=int, metavar="TOKENS", help="size of the digest (default 1500 tokens)")
