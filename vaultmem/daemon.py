@@ -204,6 +204,7 @@ def directories_under(roots: list[str]) -> int:
 # re-watch after an inotify queue overflow, raised four events per directory. At a few thousand
 # directories (a .venv, node_modules) one walk overflowed the kernel's queue (16,384 events) again,
 # and the daemon went round overflow -> re-watch and reconcile -> overflow for good, at 100% CPU.
+# A directory's own modify and attribute events are left out too (its entries' events say it all).
 WATCHED_EVENTS = [FileCreatedEvent, FileModifiedEvent, FileClosedEvent, FileMovedEvent, FileDeletedEvent,
                   DirCreatedEvent, DirMovedEvent, DirDeletedEvent]
 
@@ -215,8 +216,6 @@ class _Events(FileSystemEventHandler):
         self.include, self.exclude = cfg.include, cfg.exclude
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        if event.is_directory and event.event_type in ("modified", "attrib", "closed"):
-            return
         for raw in (event.src_path, getattr(event, "dest_path", "")):
             if not raw:
                 continue
@@ -394,11 +393,11 @@ class Daemon:
         for v in vaults:
             self.writer.catalog.put_vault(v)
         self.vaults = {v.name: v for v in vaults}
-        for v in self.writer.vault_status(vaults):
-            if not v["configured"]:
+        for v in self.writer.vaults():
+            if v.name not in self.vaults:
                 log.warning("vault %s (%s) is in the index but not in the config: its notes are answered as last "
                             "indexed and not updated; `vaultmem reindex --drop-vault %s` takes them out",
-                            v["name"], v["root"], v["name"])
+                            v.name, v.root, v.name)
         self.reader = VaultIndex(self.settings, writable=False, share_vectors_of=self.writer, model_cache=cache_dir())
         self.usage = Usage(self.settings.state_dir)
         self.searcher = Searcher(self.reader, self.usage)

@@ -185,11 +185,12 @@ class VaultIndex:
         is done, for a vault the settings name (the next sync would index it again) or one the
         index does not have."""
         assert self.writable, "drop_vaults needs a writable index"
+        configured, indexed = {v.name for v in self.settings.vaults}, {v.name for v in self.vaults()}
         for name in names:
-            if name in {v.name for v in self.settings.vaults}:
+            if name in configured:
                 raise UsageError(f"vault {name} is in the config (or --vault): take it out there first, "
                                  "or it is indexed again at the next sync")
-            if name not in {v.name for v in self.vaults()}:
+            if name not in indexed:
                 raise UsageError(f"no vault named {name} in the index (see `vaultmem status`)")
         started = time.perf_counter()
         report = SyncReport()
