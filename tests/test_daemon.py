@@ -433,6 +433,9 @@ def test_a_vault_out_of_the_config_is_said_and_dropped_through_the_daemon(daemon
     assert daemon.paths("zebra") == ["memory/z.md"], "answered as last indexed until dropped"
     refused = run_cli("reindex", "--drop-vault", "v", *cli)
     assert refused.returncode == 2 and "the daemon watches vault v" in refused.stderr
+    unknown = run_cli("reindex", "--drop-vault", "nope", *cli)  # refused on the writer thread
+    assert unknown.returncode == 2 and unknown.stderr.strip().endswith("no vault named nope in the index "
+                                                                        "(see `vaultmem status`)"), unknown.stderr
     dropped = run_cli("reindex", "--drop-vault", "o", *cli)
     assert dropped.returncode == 0 and "1 note removed" in dropped.stdout, dropped.stderr
     assert daemon.paths("zebra") == [] and daemon.paths("ocelot") == ["memory/a.md"]

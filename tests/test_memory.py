@@ -272,6 +272,19 @@ def test_inventory_of_a_clean_vault_exits_0(env):
     assert cli(env, "inventory").stdout.splitlines()[0].endswith("; 1 finding")  # missing tags, said in the singular
 
 
+def test_a_saved_inventory_marks_itself_saved_last(tmp_path):
+    """latest.json's time is when the report was saved: whoever sees it (the daemon's status,
+    a script waiting for it) must find latest.txt of the same report already there."""
+    from vaultmem import inventory
+    report = {"generated": "2026-12-01T00:00:00+0000", "notes": 0, "current": 0, "retired": 0,
+              "thresholds": {"stale_days": 1, "unretrieved_days": 1, "duplicate_cosine": 0.9}, "clean": True,
+              "counts": {s: 0 for s in inventory.SECTIONS}, "findings": {s: [] for s in inventory.SECTIONS}}
+    inventory.save(report, tmp_path)
+    folder = tmp_path / "inventory"
+    assert (folder / "latest.txt").stat().st_mtime_ns <= (folder / "latest.json").stat().st_mtime_ns
+    assert inventory.last_saved(tmp_path) == (folder / "latest.json").stat().st_mtime
+
+
 def test_usage_records_survive_a_rebuild_and_stay_out_of_the_notes(env):
     env.write("memory/a.md", note("alpha", "the quokka note\n"))
     cli(env, "index", "--vault", f"v={env.vault}")
