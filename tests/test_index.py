@@ -83,6 +83,34 @@ def test_a_move_is_one_commit_so_readers_never_see_both_paths(env):
     assert [h.path for h in env.query("applesauce", mode="text", history=True)] == ["memory/moved.md"]
 
 
+def test_a_reader_sees_a_batch_and_its_chains_whole_or_not_at_all(env):
+    """The daemon's reader (and every `vaultmem query`) has its own connection to the catalog.
+    A batch's catalog write was one autocommitted statement after another: an edited note was
+    gone from the catalog for a moment, and a new note of a topic was current beside the note
+    it supersedes until supersession was derived again, in a second commit."""
+    env.write("memory/a.md", note("deploy", "deploy with make\n", date="2024-01-01"))
+    env.write("memory/b.md", note("deploy", "deploy with just\n", date="2024-02-01"))
+    env.sync()
+    env.write("memory/a.md", note("deploy", "deploy with make, edited\n", date="2024-01-01"))
+    env.write("memory/c.md", note("deploy", "deploy with nix\n", date="2024-03-01"))
+    s = env.settings()
+    reader = VaultIndex(s)
+    views = []
+
+    def seen(_sql):
+        views.append(dict(reader.catalog.db.execute("SELECT key, superseded_by FROM notes").fetchall()))
+
+    with reader, VaultIndex(s, writable=True) as idx:
+        idx.catalog.db.set_trace_callback(seen)  # what the reader sees before each statement
+        idx.update(s.vaults[0], {"memory/a.md", "memory/c.md"})
+        idx.catalog.db.set_trace_callback(None)
+        seen(None)
+    before = {"v:memory/a.md": "v:memory/b.md", "v:memory/b.md": None}
+    after = {"v:memory/a.md": "v:memory/c.md", "v:memory/b.md": "v:memory/c.md", "v:memory/c.md": None}
+    assert views[0] == before and views[-1] == after
+    assert [v for v in views if v not in (before, after)] == []
+
+
 def test_a_vault_whose_directory_is_gone_keeps_its_notes_until_it_is_back(env):
     """An unmounted drive, a vault moved aside for a fresh clone: a missing root is not "every
     note deleted". Its notes stay as last indexed (and searchable); back, nothing is re-embedded."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .config import Vault
+from .db import connect, transaction
 from .errors import IndexMissingError
 from .notes import Note
 from .supersession import Facts, compute, path_candidates, topic_key
@@ -77,11 +78,8 @@ class Catalog:
     def __init__(self, path: Path, writer: bool = True):
         """`writer` may rebuild a catalog of an older layout; a reader refuses it."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self.db.row_factory = sqlite3.Row
+        self.db = connect(path)
         self._superseded: tuple[tuple[int, int], frozenset[str]] | None = None
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
         version = self.get_meta("schema")
         has_notes = self.db.execute(
@@ -100,7 +98,8 @@ class Catalog:
                                   "DROP TABLE IF EXISTS pending; DELETE FROM meta;")
             self.was_reset = True
         self.db.executescript(SCHEMA)
-        self.set_meta("schema", SCHEMA_VERSION)
+        if self.get_meta("schema") != SCHEMA_VERSION:  # a reader writes nothing on an index of this layout
+            self.set_meta("schema", SCHEMA_VERSION)
 
     def close(self) -> None:
         self.db.close()
@@ -122,8 +121,7 @@ class Catalog:
 
     def drop_vault(self, name: str) -> None:
         """Forget a vault's name (its notes are removed by the caller first)."""
-        with self.db:
-            self.db.execute("DELETE FROM vaults WHERE name=?", (name,))
+        self.db.execute("DELETE FROM vaults WHERE name=?", (name,))
 
     # -------------------------------------------------------------- sync state
 
@@ -142,7 +140,7 @@ class Catalog:
         return {r[0] for r in self.db.execute("SELECT key FROM pending")}
 
     def mark_pending(self, keys: Iterable[str]) -> None:
-        with self.db:
+        with transaction(self.db):
             self.db.executemany("INSERT OR IGNORE INTO pending VALUES (?)", [(k,) for k in keys])
 
     def size(self) -> int:
@@ -151,23 +149,27 @@ class Catalog:
 
     def clear(self) -> None:
         """Forget every note (the vault list and meta stay)."""
-        with self.db:
+        with transaction(self.db):
             self.db.execute("DELETE FROM chunks")
             self.db.execute("DELETE FROM notes")
             self.db.execute("DELETE FROM pending")
 
-    def touch(self, key: str, size: int, mtime_ns: int) -> None:
-        self.db.execute("UPDATE notes SET size=?, mtime_ns=? WHERE key=?", (size, mtime_ns, key))
-
     def write(self, notes: list[tuple[Note, int, int, str, list[str]]],
               skipped: list[tuple[str, str, str, int, int, str | None, str]],
-              removed: Iterable[str], done: Iterable[str]) -> None:
+              removed: Iterable[str], done: Iterable[str],
+              touched: Iterable[tuple[str, int, int]] = (), chains: str = "touched") -> None:
         """One transaction: upsert `notes` (note, size, mtime_ns, hash, chunk hashes), record
-        `skipped` (key, vault, path, size, mtime_ns, hash, reason), drop `removed`, and clear
-        `done` from pending."""
+        `skipped` (key, vault, path, size, mtime_ns, hash, reason), drop `removed`, give the
+        `touched` files (key, size, mtime_ns: same bytes, new stat) their stat, clear `done`
+        from pending, and derive supersession again: of the chains these files were and are
+        in (`chains="touched"`), or of every note (`"all"`). A reader never sees a note
+        written and its chain not yet: a new note beside the one it supersedes, both current."""
         now = time.time()
-        with self.db:
-            keys = [n.key for n, *_ in notes] + [s[0] for s in skipped] + list(removed)
+        touched = list(touched)
+        keys = [n.key for n, *_ in notes] + [s[0] for s in skipped] + list(removed)
+        changed = keys + [t[0] for t in touched]
+        with transaction(self.db):
+            before = self.affected(changed) if chains == "touched" else None
             self.db.executemany("DELETE FROM chunks WHERE note=?", [(k,) for k in keys])
             self.db.executemany("DELETE FROM notes WHERE key=?", [(k,) for k in keys])
             for note, size, mtime_ns, digest, hashes in notes:
@@ -192,7 +194,14 @@ class Catalog:
                     " VALUES (?,?,?,?,?,?,'skipped',?,?)",
                     (key, vault, path, size, mtime_ns, digest, reason, now),
                 )
+            self.db.executemany("UPDATE notes SET size=?, mtime_ns=? WHERE key=?",
+                                [(size, mtime_ns, key) for key, size, mtime_ns in touched])
             self.db.executemany("DELETE FROM pending WHERE key=?", [(k,) for k in done])
+            if before is None:
+                self.recompute_supersession()
+            else:
+                after = self.affected(changed)
+                self.recompute_supersession(before[0] | after[0], before[1] | after[1])
 
     # -------------------------------------------------------------- supersession
 
@@ -242,7 +251,7 @@ class Catalog:
                     facts.update(self._facts("AND vault=? AND topic_key=?", (vault, tk)))
         state = compute([f for f, _ in facts.values()])
         changes = [(v, k) for k, v in state.items() if facts[k][1] != v]
-        with self.db:
+        with transaction(self.db):
             self.db.executemany("UPDATE notes SET superseded_by=? WHERE key=?", changes)
         return len(changes)
 

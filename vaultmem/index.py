@@ -308,33 +308,34 @@ class VaultIndex:
                    full: bool = False) -> None:
         """Index what changed among `scanned`, drop what is `known` but gone; `redo` keys are
         re-read whatever their stat says (pending after a crash, or a new pipeline). `full`
-        recomputes supersession for every note: a process killed between a batch's catalog write
-        and its recompute leaves chains that no stat reveals, and the full reconcile repairs them."""
+        re-derives supersession for every note, whatever changed: a full sync checks the derived
+        state too (an index written by an older vaultmem could be left with chains no stat
+        reveals)."""
         report.files += len(scanned)
         todo = [s for k, s in sorted(scanned.items())
                 if k in redo or k not in known or (known[k].size, known[k].mtime_ns) != (s.size, s.mtime_ns)]
         gone = sorted(k for k in set(known) | (redo - set(scanned)) if k not in scanned)
         report.unchanged += len(scanned) - len(todo)
-        touched = {s.key for s in todo} | set(gone)
-        total = self.catalog.size()
-        partial = not full and len(touched) < 1000 and total > len(touched) * 4  # else a full pass is cheaper
-        before = self.catalog.affected(touched) if partial and touched else (set(), set())
+        touched = len(todo) + len(gone)
+        # each batch's commit re-derives the chains its files were and are in; a large change
+        # (or a full reconcile) re-derives them all in the last, which is cheaper
+        whole = full or touched >= 1000 or self.catalog.size() <= touched * 4
         batch = max(1, self.settings.index.batch_files)
         added: dict[str, list[str]] = {}  # digest -> keys of new files with those bytes
         starts = range(0, len(todo), batch) or [0]
+        wrote = False
         for i in starts:  # what is gone leaves in the last batch's commit: a move is one commit,
             # so a reader never finds the note under both paths, nor under neither
-            self._sync_batch(todo[i : i + batch], known, redo, report, added, gone if i == starts[-1] else [])
+            last = i == starts[-1]
+            wrote = self._sync_batch(todo[i : i + batch], known, redo, report, added, gone if last else [],
+                                     "all" if whole and last else "touched")
             if progress and todo:
                 progress(min(i + batch, len(todo)), len(todo), report.chunks_embedded)
         if gone:
             report.moved = _moves({k: known[k].hash for k in gone if k in known}, added)
+        if full and not wrote:
+            self.catalog.recompute_supersession()
         if touched or full:
-            if partial:
-                after = self.catalog.affected(touched)
-                self.catalog.recompute_supersession(before[0] | after[0], before[1] | after[1])
-            else:
-                self.catalog.recompute_supersession()
             if self.settings.index.mark_superseded and not self._marking:
                 self._mark_superseded(report)
 
@@ -395,17 +396,20 @@ class VaultIndex:
             return None, f"cannot read: {err.strerror}"
 
     def _sync_batch(self, files: list[ScannedFile], known: dict, pending: set[str], report: SyncReport,
-                    added: dict[str, list[str]], gone: list[str]) -> None:
-        """Read, embed and write `files`, and remove the `gone` keys, in one commit of each store."""
+                    added: dict[str, list[str]], gone: list[str], chains: str) -> bool:
+        """Read, embed and write `files`, and remove the `gone` keys, in one commit of each
+        store; the catalog's also re-derives supersession (`chains`, as Catalog.write). Returns
+        whether anything was written."""
         cfg = self.settings.index
         notes: list[tuple[Note, ScannedFile, str]] = []
         skipped: list[tuple[str, str, str, int, int, str | None, str]] = []
+        same: list[tuple[str, int, int]] = []
         for s in files:
             data, reason = self._read(s)
             digest = file_digest(data) if data is not None else None
             prev = known.get(s.key)
             if prev is not None and digest is not None and prev.hash == digest and s.key not in pending:
-                self.catalog.touch(s.key, s.size, s.mtime_ns)  # same bytes, new mtime
+                same.append((s.key, s.size, s.mtime_ns))  # same bytes, new mtime
                 report.unchanged += 1
                 continue
             if data is not None:
@@ -430,7 +434,9 @@ class VaultIndex:
             skipped.append((s.key, s.vault, s.path, s.size, s.mtime_ns, digest, reason))
         keys = [n.key for n, _, _ in notes] + [k[0] for k in skipped]
         if not keys and not gone:
-            return
+            if same:  # an mtime orders a chain whose notes have no date
+                self.catalog.write([], [], [], [], same, chains)
+            return bool(same)
         self.catalog.mark_pending(keys + gone)
 
         texts = [[embed_text(n, c) for c in n.chunks] for n, _, _ in notes]
@@ -454,8 +460,10 @@ class VaultIndex:
         self.fulltext.commit()
         self.vectors.replace(set(keys) | set(gone), rows)
         self.catalog.write(
-            [(n, s.size, s.mtime_ns, d, hs) for (n, s, d), hs in zip(notes, hashes)], skipped, gone, keys + gone)
+            [(n, s.size, s.mtime_ns, d, hs) for (n, s, d), hs in zip(notes, hashes)], skipped, gone, keys + gone,
+            same, chains)
         report.removed += len(gone)
+        return True
 
     def rebuild(self) -> None:
         """Forget everything indexed (not the vault list): the next sync re-reads every file."""

@@ -9,11 +9,12 @@ Keys are note keys (`vault:path`). Thread-safe: one connection behind a lock.
 
 from __future__ import annotations
 
-import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Iterable
+
+from .db import connect, transaction
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
@@ -38,15 +39,11 @@ NEUTRAL = 0.5  # the feedback weight of a note nobody has judged
 class Usage:
     def __init__(self, state_dir: Path):
         state_dir.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(state_dir / "usage.sqlite3"), check_same_thread=False,
-                                  isolation_level=None, timeout=10)
-        self.db.row_factory = sqlite3.Row
+        self.db = connect(state_dir / "usage.sqlite3")
         self.lock = threading.Lock()
         self._retired: tuple[tuple[int, int], dict[str, float]] | None = None
         self._own_changes = 0
         with self.lock:
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.executescript(SCHEMA)
             self.db.execute("INSERT OR IGNORE INTO meta VALUES ('started', ?)", (str(time.time()),))
 
@@ -67,7 +64,7 @@ class Usage:
         if not hits:
             return
         now = time.time()
-        with self.lock, self.db:
+        with self.lock, transaction(self.db):
             self.db.executemany(
                 "INSERT INTO retrievals VALUES (?, 1, ?) ON CONFLICT(note) DO UPDATE SET "
                 "count = count + 1, last_ts = excluded.last_ts", [(key, now) for key, _ in hits])
@@ -101,7 +98,7 @@ class Usage:
         average with factor `alpha`; return the new weight."""
         now = time.time()
         target = 1.0 if useful else 0.0
-        with self.lock, self.db:
+        with self.lock, transaction(self.db):
             row = self.db.execute("SELECT weight FROM feedback WHERE note=?", (key,)).fetchone()
             weight = (row[0] if row else NEUTRAL) + alpha * (target - (row[0] if row else NEUTRAL))
             self.db.execute(
@@ -136,7 +133,7 @@ class Usage:
         renaming or filing a note keeps its retrievals, feedback and retirement. Records left at
         the new key by an earlier note of that path are replaced. Returns the notes carried."""
         carried = 0
-        with self.lock, self.db:
+        with self.lock, transaction(self.db):
             for old, new in moved.items():
                 found = False
                 for table in _NOTE_TABLES:
@@ -153,7 +150,7 @@ class Usage:
     def retire(self, keys: Iterable[str], reason: str = "") -> list[str]:
         """Record the notes as retired (not current); return those newly retired."""
         now = time.time()
-        with self.lock, self.db:
+        with self.lock, transaction(self.db):
             new = [k for k in keys if not self.db.execute("SELECT 1 FROM retired WHERE note=?", (k,)).fetchone()]
             self.db.executemany("INSERT INTO retired VALUES (?, ?, ?)", [(k, now, reason) for k in new])
             self._own_changes += 1
@@ -161,7 +158,7 @@ class Usage:
 
     def restore(self, keys: Iterable[str]) -> list[str]:
         """Undo retirements; return the notes that were retired."""
-        with self.lock, self.db:
+        with self.lock, transaction(self.db):
             was = [k for k in keys if self.db.execute("SELECT 1 FROM retired WHERE note=?", (k,)).fetchone()]
             self.db.executemany("DELETE FROM retired WHERE note=?", [(k,) for k in was])
             self._own_changes += 1
