@@ -97,6 +97,7 @@ class DaemonProc:
     def __init__(self, vault: Path, state: Path, sock: Path, extra_env: dict | None = None):
         self.vault, self.state, self.sock = vault, state, sock
         self.extra_env = extra_env or {}
+        self.vault_args = ["--vault", f"v={vault}"]  # [] serves every vault of the index
         self.proc: subprocess.Popen | None = None
         self.log = state.parent / f"daemon-{os.getpid()}-{id(self)}.log"
 
@@ -108,7 +109,7 @@ class DaemonProc:
         e.update(self.extra_env)
         self._logf = open(self.log, "ab")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "vaultmem.cli", "daemon", "--vault", f"v={self.vault}",
+            [sys.executable, "-m", "vaultmem.cli", "daemon", *self.vault_args,
              "--state-dir", str(self.state), "--socket", str(self.sock)],
             stdout=self._logf, stderr=subprocess.STDOUT, env=e, cwd=ROOT)
         STARTED.append(self.proc)

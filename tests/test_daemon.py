@@ -443,6 +443,22 @@ def test_a_vault_out_of_the_config_is_said_and_dropped_through_the_daemon(daemon
     assert (other / "memory/z.md").read_text() == "the zebra gallops\n"
 
 
+def test_a_daemon_with_no_vaults_configured_serves_the_index_and_will_not_drop_from_it(daemon):
+    """No config and no --vault: the daemon watches every vault the index has, so dropping one
+    is refused with the way to do it (stop the daemon first)."""
+    atomic_save(daemon.vault / "memory/a.md", "the ocelot prowls\n")
+    assert run_cli("index", "--vault", f"v={daemon.vault}", "--state-dir", str(daemon.state), "-q").returncode == 0
+    daemon.vault_args = []
+    daemon.start()
+    atomic_save(daemon.vault / "memory/b.md", "the bison grazes\n")
+    daemon.wait_for(lambda: daemon.paths("bison") == ["memory/b.md"])  # watched, though named nowhere
+    refused = run_cli("reindex", "--drop-vault", "v", "--socket", str(daemon.sock), "--state-dir", str(daemon.state))
+    assert refused.returncode == 2 and refused.stderr.strip().endswith(
+        "the daemon watches vault v: with no vaults configured it watches every vault in the index: "
+        "stop it, drop the vault, and start it again"), refused.stderr
+    assert daemon.paths("ocelot") == ["memory/a.md"]
+
+
 def test_service_install_writes_the_unit_atomically(tmp_path):
     r = run_cli("service", "install", "--vault", str(tmp_path), env={"XDG_CONFIG_HOME": str(tmp_path / "cfg")})
     assert r.returncode == 0 and "enable-linger" in r.stdout
