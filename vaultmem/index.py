@@ -433,32 +433,32 @@ class VaultIndex:
             report.skipped += 1
             skipped.append((s.key, s.vault, s.path, s.size, s.mtime_ns, digest, reason))
         keys = [n.key for n, _, _ in notes] + [k[0] for k in skipped]
-        if not keys and not gone:
-            if same:  # an mtime orders a chain whose notes have no date
-                self.catalog.write([], [], [], [], same, chains)
-            return bool(same)
-        self.catalog.mark_pending(keys + gone)
+        if not (keys or gone or same):
+            return False
+        hashes: list[list[str]] = []
+        if keys or gone:  # same bytes alone change the catalog only (an mtime orders an undated chain)
+            self.catalog.mark_pending(keys + gone)
 
-        texts = [[embed_text(n, c) for c in n.chunks] for n, _, _ in notes]
-        hashes = [[content_hash(t) for t in ts] for ts in texts]
-        wanted = {h for hs in hashes for h in hs}
-        have = self.vectors.vectors_for_hashes(wanted)
-        missing = sorted(wanted - set(have))
-        if missing:
-            text_of = {h: t for ts, hs in zip(texts, hashes) for t, h in zip(ts, hs)}
-            vecs = self.embedder.embed([text_of[h] for h in missing])
-            have.update(zip(missing, vecs))
-        report.chunks_embedded += len(missing)
-        report.chunks_reused += sum(len(hs) for hs in hashes) - len(missing)
+            texts = [[embed_text(n, c) for c in n.chunks] for n, _, _ in notes]
+            hashes = [[content_hash(t) for t in ts] for ts in texts]
+            wanted = {h for hs in hashes for h in hs}
+            have = self.vectors.vectors_for_hashes(wanted)
+            missing = sorted(wanted - set(have))
+            if missing:
+                text_of = {h: t for ts, hs in zip(texts, hashes) for t, h in zip(ts, hs)}
+                vecs = self.embedder.embed([text_of[h] for h in missing])
+                have.update(zip(missing, vecs))
+            report.chunks_embedded += len(missing)
+            report.chunks_reused += sum(len(hs) for hs in hashes) - len(missing)
 
-        rows: list[tuple[str, str, str, np.ndarray]] = []
-        self.fulltext.delete_notes(keys + gone)
-        for (note, _, _), hs in zip(notes, hashes):
-            ids = [chunk_id(note.key, c.ord) for c in note.chunks]
-            self.fulltext.add_note(note, ids)
-            rows.extend((cid, note.key, h, have[h]) for cid, h in zip(ids, hs))
-        self.fulltext.commit()
-        self.vectors.replace(set(keys) | set(gone), rows)
+            rows: list[tuple[str, str, str, np.ndarray]] = []
+            self.fulltext.delete_notes(keys + gone)
+            for (note, _, _), hs in zip(notes, hashes):
+                ids = [chunk_id(note.key, c.ord) for c in note.chunks]
+                self.fulltext.add_note(note, ids)
+                rows.extend((cid, note.key, h, have[h]) for cid, h in zip(ids, hs))
+            self.fulltext.commit()
+            self.vectors.replace(set(keys) | set(gone), rows)
         self.catalog.write(
             [(n, s.size, s.mtime_ns, d, hs) for (n, s, d), hs in zip(notes, hashes)], skipped, gone, keys + gone,
             same, chains)
