@@ -1,6 +1,8 @@
 """Supersession is derived from the files alone: deterministic, reversible, explicit retirement
 honoured. Checked both as a pure function and through the real index."""
 
+import os
+
 import pytest
 
 from conftest import note
@@ -70,6 +72,25 @@ def test_rebuild_from_scratch_gives_the_same_state(env, tmp_path):
     again = [(h.path, h.current, h.superseded_by) for h in env.query("alpha", mode="text", history=True)]
     assert first == again
     assert dict((p, sb) for p, _, sb in again) == {"memory/b.md": "memory/c.md", "memory/a.md": "memory/b.md"}
+
+
+def test_a_touch_that_makes_an_undated_note_newest_makes_it_current_without_a_re_embed(env):
+    """Same bytes, new mtime, seen by the daemon's path (update): only the catalog changes,
+    and with it the chain that mtime orders."""
+    from vaultmem.index import VaultIndex
+
+    a = env.write("memory/a.md", note("t", "alpha version one\n"), mtime=1_000_000)
+    env.write("memory/b.md", note("t", "alpha version two\n"), mtime=2_000_000)
+    for i in range(8):  # enough other notes that only the touched chains are derived again
+        env.write(f"memory/o{i}.md", note(f"o{i}", f"other note {i}\n"))
+    env.sync()
+    assert [h.path for h in env.query("alpha", mode="text")] == ["memory/b.md"]
+    os.utime(a, (3_000_000, 3_000_000))
+    s = env.settings()
+    with VaultIndex(s, writable=True) as idx:
+        report = idx.update(s.vaults[0], {"memory/a.md"})
+    assert (report.updated, report.chunks_embedded, report.unchanged) == (0, 0, 1)
+    assert [h.path for h in env.query("alpha", mode="text")] == ["memory/a.md"]
 
 
 @pytest.mark.parametrize("seed", [5, 11, 23])
