@@ -19,6 +19,11 @@ from vaultmem.index import VaultIndex
 from vaultmem.search import Query, Searcher
 
 ROOT = Path(__file__).resolve().parent.parent
+# vaultmem's cache (the tokenizer, the model's word table as a file map): one for the session,
+# for this process and every command and daemon it starts; never the user's ~/.cache.
+CACHE = Path(tempfile.mkdtemp(prefix="vaultmem-test-cache-"))
+atexit.register(shutil.rmtree, CACHE, True)
+os.environ["XDG_CACHE_HOME"] = str(CACHE)
 
 
 def write(root: Path, rel: str, text: str, mtime: float | None = None) -> Path:
@@ -86,9 +91,6 @@ def run_cli(*args: str, input: str | None = None, env: dict | None = None,
 
 
 STARTED: list = []  # every daemon a test started, so none outlives the session
-# The daemons' cache (the model's word table as a file map): one for the session, never ~/.cache.
-CACHE = Path(tempfile.mkdtemp(prefix="vaultmem-test-cache-"))
-atexit.register(shutil.rmtree, CACHE, True)
 
 
 class DaemonProc:
@@ -105,7 +107,6 @@ class DaemonProc:
         e = dict(os.environ)
         e.pop("NOTIFY_SOCKET", None)
         e["XDG_CONFIG_HOME"] = "/nonexistent-vaultmem-test"
-        e["XDG_CACHE_HOME"] = str(CACHE)
         e.update(self.extra_env)
         self._logf = open(self.log, "ab")
         self.proc = subprocess.Popen(

