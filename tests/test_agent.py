@@ -157,12 +157,13 @@ def test_session_start_digest_fits_every_budget(tmp_path):
     from vaultmem.agent import session_start
     from vaultmem.backend import Backend
     from vaultmem.config import resolve
+    from vaultmem.index import VaultIndex
     for n in range(4):
         root = tmp_path / ("project" + "x" * n)
         shutil.copytree(EXAMPLE, root)
-        state = tmp_path / f"state{n}"
-        assert run_cli("index", "--vault", f"example={root}", "--state-dir", str(state)).returncode == 0
-        settings = resolve({"state_dir": str(state), "vaults": [f"example={root}"]}, env={})
+        settings = resolve({"state_dir": str(tmp_path / f"state{n}"), "vaults": [f"example={root}"]}, env={})
+        with VaultIndex(settings, writable=True) as idx:  # in this process: its model is loaded once
+            idx.sync(list(settings.vaults))
         backend = Backend(settings, no_daemon=True, quiet=True)
         try:
             sizes = {}
