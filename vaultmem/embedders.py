@@ -98,8 +98,9 @@ def _cached_tokenizer(model, directory: Path) -> bool:
     `vaultmem index`, daemon start with changes, and query without a daemon. Unpickling takes
     0.25 s. The file's name holds a digest of the model and of the tokenizer's own code, so
     another version of the package never reads it; it is checked on load (it must split a
-    probe text as when it was made) and made again when it does not. False, changing nothing,
-    when the package's layout is not the expected one or the cache cannot be used."""
+    probe text as when it was made) and made again when it does not; a cache that cannot be
+    written only costs the build. False, changing nothing, when the model already has its
+    tokenizer or the package's layout is not the expected one."""
     if getattr(model, "_sp", False) is not None:
         return False
     try:
