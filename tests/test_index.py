@@ -185,13 +185,24 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_indexed(env):
     os.symlink(env.vault / "memory/nowhere.md", env.vault / "memory/dangling.md")
     env.write("memory/badyaml.md", "---\ntitle: a: b: c\n  - [\n---\nbody still indexed\n")
     report = env.sync(index={"max_file_bytes": 1000})
-    assert report.added == 2 and report.skipped == 3
-    assert set(report.problems) == {"v:memory/bin.md", "v:memory/latin1.md", "v:memory/huge.md", "v:memory/dangling.md"}
+    bad = {"v:memory/bin.md", "v:memory/latin1.md", "v:memory/huge.md", "v:memory/dangling.md"}
+    assert report.added == 2 and report.skipped == 4
+    assert set(report.problems) == bad
     assert "too large" in report.problems["v:memory/huge.md"]
+    assert report.problems["v:memory/dangling.md"] == "dangling symlink"
     with VaultIndex(env.settings()) as idx:
         st = idx.status()
-    assert {s["key"] for s in st["skipped_files"]} == {"v:memory/bin.md", "v:memory/latin1.md", "v:memory/huge.md"}
+    assert {s["key"]: s["reason"] for s in st["skipped_files"]}["v:memory/dangling.md"] == "dangling symlink"
+    assert {s["key"] for s in st["skipped_files"]} == bad
     assert [h.path for h in env.query("still indexed", mode="text")] == ["memory/badyaml.md"]
+    again = env.sync(index={"max_file_bytes": 1000})  # skipped files are not read again, nor re-reported
+    assert (again.skipped, again.unchanged, again.problems) == (0, 6, {})
+    env.write("memory/nowhere.md", "the link's target, written at last\n")  # the link now reads as a note
+    healed = env.sync(index={"max_file_bytes": 1000})
+    assert (healed.added, healed.updated) == (1, 1)
+    assert sorted(h.path for h in env.query("written at last", mode="text")) == ["memory/dangling.md", "memory/nowhere.md"]
+    with VaultIndex(env.settings()) as idx:
+        assert "v:memory/dangling.md" not in {s["key"] for s in idx.status()["skipped_files"]}
 
 
 def test_interrupted_write_is_redone_on_next_sync(env):

@@ -83,8 +83,10 @@ def test_bad_files_while_the_daemon_runs_are_skipped_and_listed(daemon):
     os.symlink(daemon.vault / "nowhere.md", daemon.vault / "memory/dangling.md")
     atomic_save(daemon.vault / "memory/badyaml.md", "---\nname: x: y: z\n  - [\n---\nstill indexed pangolin\n")
     daemon.wait_for(lambda: daemon.paths("pangolin") == ["memory/badyaml.md"])
-    st_ = daemon.wait_for(lambda: (lambda s: s if s["skipped"] == 2 else None)(daemon.request({"op": "status"})))
-    assert {s["key"] for s in st_["skipped_files"]} == {"v:memory/bin.md", "v:memory/latin1.md"}
+    st_ = daemon.wait_for(lambda: (lambda s: s if s["skipped"] == 3 else None)(daemon.request({"op": "status"})))
+    assert {s["key"]: s["reason"] for s in st_["skipped_files"]} == {
+        "v:memory/bin.md": "binary file (NUL bytes)", "v:memory/latin1.md": "not UTF-8 (invalid byte at offset 3)",
+        "v:memory/dangling.md": "dangling symlink"}
     assert daemon.paths("okapi") == ["memory/good.md"]
 
 

@@ -240,7 +240,7 @@ class VaultIndex:
                 log.warning("vault %s: directory %s not found; its notes are kept as last indexed", vault.name, vault.root)
                 report.missing.append(vault.name)
                 continue
-            scanned.update(scan_vault(vault, self.settings.index.include, self.settings.index.exclude, report.problems))
+            scanned.update(scan_vault(vault, self.settings.index.include, self.settings.index.exclude))
             known.update(self.catalog.files(vault.name))
             for old in renamed.get(vault.name, []):  # gone under the old name: moved, vectors reused
                 known.update(self.catalog.files(old))
@@ -291,7 +291,7 @@ class VaultIndex:
         for rel in paths:
             full = os.path.join(str(vault.root), rel)
             if os.path.isdir(full):
-                scanned.update(scan_vault(vault, cfg.include, cfg.exclude, report.problems, under=rel))
+                scanned.update(scan_vault(vault, cfg.include, cfg.exclude, under=rel))
             elif is_note_path(rel, cfg.include, cfg.exclude):
                 s = stat_file(vault, rel)
                 if s is not None:
@@ -387,6 +387,8 @@ class VaultIndex:
             self._marking = False
 
     def _read(self, s: ScannedFile) -> tuple[bytes | None, str | None]:
+        if s.problem is not None:
+            return None, s.problem
         if s.size > self.settings.index.max_file_bytes:
             return None, f"file too large ({s.size} bytes > max_file_bytes {self.settings.index.max_file_bytes})"
         try:

@@ -127,8 +127,7 @@ def _out_of_sync(idx: VaultIndex, settings: Settings) -> list[dict]:
         if not vault.root.is_dir():
             out.append({"note": f"{vault.name}:", "problem": f"vault directory {vault.root} is missing"})
             continue
-        problems: dict[str, str] = {}
-        disk = scan_vault(vault, settings.index.include, settings.index.exclude, problems)
+        disk = scan_vault(vault, settings.index.include, settings.index.exclude)
         known = idx.catalog.files(vault.name)
         for key in sorted(set(disk) | set(known)):
             if key in pending:

@@ -1,22 +1,21 @@
 """Which files of a vault are notes: walk the vault, apply include/exclude globs, stat.
 
 Everything here is about the file system and nothing about parsing or indexing. The scanner
-never follows a directory symlink out of the vault twice (loops are cut), and it reports files
-it cannot stat instead of failing.
+never follows a directory symlink out of the vault twice (loops are cut), and a note path it
+cannot stat (a dangling symlink) is still returned, with the reason as its `problem`, so that
+the index lists it as skipped like any other unreadable file instead of failing.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 import re
+import stat
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from .config import Vault
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -26,6 +25,7 @@ class ScannedFile:
     abspath: str
     size: int
     mtime_ns: int
+    problem: str | None = None  # why it cannot be read (a dangling symlink); size and mtime are the link's
 
     @property
     def key(self) -> str:
@@ -69,9 +69,9 @@ def dir_excluded(relpath: str, exclude: tuple[str, ...]) -> bool:
 
 
 def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
-               problems: dict[str, str] | None = None, under: str = "") -> dict[str, ScannedFile]:
-    """All note files of a vault (or of its subdirectory `under`) by key. Unstattable files
-    land in `problems` (key -> reason)."""
+               under: str = "") -> dict[str, ScannedFile]:
+    """All note files of a vault (or of its subdirectory `under`) by key, unstattable ones
+    (dangling symlinks) included with their `problem`."""
     found: dict[str, ScannedFile] = {}
     root = str(vault.root)
     seen_dirs: set[tuple[int, int]] = set()
@@ -96,29 +96,28 @@ def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
             rel = f"{rel_dir}/{name}" if rel_dir else name
             if not is_note_path(rel, include, exclude):
                 continue
-            full = os.path.join(dirpath, name)
-            key = f"{vault.name}:{rel}"
-            try:
-                st = os.stat(full)
-            except OSError as err:
-                reason = "dangling symlink" if os.path.islink(full) else f"cannot stat: {err.strerror}"
-                log.warning("skipping %s: %s", full, reason)
-                if problems is not None:
-                    problems[key] = reason
-                continue
-            if not os.path.isfile(full):
-                continue
-            found[key] = ScannedFile(vault.name, rel, full, st.st_size, st.st_mtime_ns)
+            s = _stat(vault, rel, os.path.join(dirpath, name))
+            if s is not None:
+                found[s.key] = s
     return found
 
 
 def stat_file(vault: Vault, rel: str) -> ScannedFile | None:
-    full = os.path.join(str(vault.root), rel)
+    """The file at `rel`, or None when there is no file there (gone, or not a regular file)."""
+    return _stat(vault, rel, os.path.join(str(vault.root), rel))
+
+
+def _stat(vault: Vault, rel: str, full: str) -> ScannedFile | None:
     try:
         st = os.stat(full)
-    except OSError:
-        return None
-    if not os.path.isfile(full):
+    except OSError as err:
+        try:  # a link whose target is missing is a note that cannot be read, not a note gone
+            lst = os.lstat(full)
+        except OSError:
+            return None
+        reason = "dangling symlink" if os.path.islink(full) else f"cannot stat: {err.strerror}"
+        return ScannedFile(vault.name, rel, full, lst.st_size, lst.st_mtime_ns, reason)
+    if not stat.S_ISREG(st.st_mode):
         return None
     return ScannedFile(vault.name, rel, full, st.st_size, st.st_mtime_ns)
 
