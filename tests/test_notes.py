@@ -28,6 +28,19 @@ def test_malformed_yaml_indexes_body_and_records_error():
     assert n.topic == "my note" and n.kind == "feedback" and n.summary == "fix: the thing"
 
 
+def test_malformed_yaml_costs_only_the_bad_entry():
+    """One unparsable line must not lose a block list, a nested mapping or typed values
+    around it; an unclosed flow list is still read as its items."""
+    data = ("---\ntopic: deploy: the new way\ntags:\n  - ops\n  - deploy\ndate: 2025-03-04\n"
+            "importance: 0.9\nmetadata:\n  type: decision\n---\nShip it.\n").encode()
+    n = parse_note("v", "memory/a.md", data)
+    assert n.errors and "malformed frontmatter" in n.errors[0]
+    assert (n.topic, n.tags, n.kind, n.importance) == ("deploy: the new way", ("ops", "deploy"), "decision", 0.9)
+    assert n.date.startswith("2025-03-04")
+    flow = parse_note("v", "memory/b.md", b"---\nname: x: y\ntags: [ops, deploy\n---\nbody\n")
+    assert flow.tags == ("ops", "deploy")
+
+
 def test_claude_code_format_maps_name_description_type():
     n = parse_note("v", ".claude/memory/x.md", b"---\nname: small prs\ndescription: keep PRs small\ntype: feedback\n---\nKeep them small.\n")
     assert (n.topic, n.summary, n.kind) == ("small prs", "keep PRs small", "feedback")

@@ -66,7 +66,7 @@ def note_key(vault: str, path: str) -> str:
 
 # Bump when parsing, chunking, index_text, embed_text or what the full-text index keeps of them
 # change: every note is then re-read (vectors of unchanged text are still reused by content hash).
-PIPELINE_VERSION = 12
+PIPELINE_VERSION = 13
 
 CLAUDE_KEYS = {"name", "description", "type"}
 # Keys vaultmem interprets; every other frontmatter key is kept and shown as it is (`extra`).
@@ -141,15 +141,30 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str, int, list[str]]:
 
 
 def _lenient_meta(fm: str) -> dict[str, Any]:
-    """Salvage `key: value` lines from YAML that does not parse (e.g. an unquoted ': ')."""
+    """Salvage what YAML that does not parse still says, entry by entry: each top-level
+    `key:` line with the indented or `- ` lines under it is read as YAML on its own, so one bad
+    line (an unquoted ': ' in a description) costs only its own value, which is then kept as
+    the line's text. A block list of tags or a nested `metadata:` elsewhere survives."""
     meta: dict[str, Any] = {}
+    entries: list[list[str]] = []
     for line in fm.splitlines():
-        m = re.match(r"^([A-Za-z_][\w-]*):\s*(.*)$", line)
-        if m:
-            value = m.group(2).strip()
-            if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
-                value = value[1:-1]
-            meta[m.group(1)] = value
+        if re.match(r"^[A-Za-z_][\w-]*:(\s|$)", line):
+            entries.append([line])
+        elif entries and (line[:1] in (" ", "\t", "-") or not line.strip()):
+            entries[-1].append(line)
+    for lines in entries:
+        key, raw = lines[0].split(":", 1)
+        try:
+            parsed = yaml.safe_load("\n".join(lines))
+        except yaml.YAMLError:
+            parsed = None
+        if isinstance(parsed, dict) and list(parsed) == [key]:
+            meta[key] = parsed[key]
+            continue
+        value = raw.strip()
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+            value = value[1:-1]
+        meta[key] = value
     return meta
 
 
@@ -159,7 +174,8 @@ def _lenient_meta(fm: str) -> dict[str, Any]:
 def parse_tags(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
-    items = value if isinstance(value, (list, tuple)) else re.split(r"[,\s]+", str(value))
+    # a string may be a flow list YAML could not read ("[ops, deploy" in broken frontmatter)
+    items = value if isinstance(value, (list, tuple)) else re.split(r"[,\s]+", str(value).strip().strip("[]"))
     out: list[str] = []
     for item in items:
         tag = str(item).strip().lstrip("#").strip()
