@@ -170,6 +170,19 @@ def test_snippet_highlights_matched_terms(cjk):
     assert "**Deployment**" in hit.snippet
 
 
+@pytest.mark.parametrize("text", ["alpha beta " * 200 + "needleword", "needleword " + "alpha beta " * 200,
+                                  "alpha beta " * 100 + "needleword " + "gamma delta " * 100])
+def test_a_snippet_cuts_no_word_in_half(text):
+    """A match at the very end of a long section came out as "**needlewor**…": moving the
+    window's start back to a word boundary moved its end into the last word."""
+    from vaultmem.search import make_snippet
+    from vaultmem.text import highlight_terms
+    snippet = make_snippet(text, highlight_terms("needleword"), 240)
+    assert "**needleword**" in snippet
+    words = set(text.split())
+    assert all(w.strip("…*") in words for w in snippet.split()), snippet
+
+
 def test_script_segments_split_kanji_and_katakana_from_particles():
     from vaultmem.text import script_segments
     assert script_segments("日本で梅雨がないのは北海道とどこか") == ["日本", "梅雨", "北海道"]

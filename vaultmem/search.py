@@ -374,6 +374,10 @@ def _newest_first_within_chains(scored: list, notes: dict) -> list:
     return out
 
 
+def _word_char(c: str) -> bool:
+    return c.isascii() and c.isalnum()
+
+
 def _has_look_alike(text: str, words: list[str]) -> bool:
     """Some word of `text` is spelled like one of `words` (folded, lower case). Only the words
     within three letters of their lengths are read and folded: a one-word typo query in text
@@ -527,6 +531,10 @@ def make_snippet(text: str, terms: list[str], width: int, unknown: list[str] = (
             if best - start > width // 2:
                 break
     end = min(len(flat), start + width)
+    # moving the start back to a word's beginning must not cut the last word (a match at the
+    # very end of the text came out as "**needlewor**…"); spaceless scripts have no words to keep
+    while 0 < end < len(flat) and end - start < width + width // 4 and _word_char(flat[end - 1]) and _word_char(flat[end]):
+        end += 1
     out, pos = [], start
     for s, e in merged:
         if e <= start or s >= end:
