@@ -126,6 +126,25 @@ def test_long_sections_split_at_paragraphs_with_exact_lines():
         assert c.heading == "n.md › Big"
 
 
+def test_a_line_longer_than_a_chunk_is_cut_within_the_line():
+    """A paragraph an editor soft-wraps is one line; a pasted log may be one line of megabytes.
+    Either used to be one chunk of any size: one vector for all of it, and BM25 over all of it."""
+    english = " ".join(f"w{i}" for i in range(1200))  # ~6,000 characters, spaces only
+    japanese = "".join(f"{i}番目の文です。" for i in range(400))  # sentence ends, no spaces
+    unbroken = "x" * 2000  # neither
+    body = f"# Long\n\n{english}\n\n{japanese}\n{unbroken}\nlast\n"
+    chunks = chunk_body(body, 5, "n.md", 800)
+    by_line: dict[int, list[str]] = {}
+    for c in chunks:
+        assert len(c.text) <= 800, (c.line_start, len(c.text))
+        by_line.setdefault(c.line_start, []).append(c.text)
+    assert "".join(by_line[7]) == english and len(by_line[7]) >= 8
+    assert all(t.endswith(" ") for t in by_line[7][:-1])  # cut after a space: no word in two
+    assert "".join(by_line[9]) == japanese and all(t.endswith("。") for t in by_line[9])
+    assert chunks[-1].text.endswith("\nlast") and chunks[-1].line_end == 11
+    assert "".join(t for c in chunks if c.line_start == 10 for t in [c.text.split("\n")[0]]) == unbroken
+
+
 def test_preview_is_first_500_chars_of_body():
     n = parse_note("v", "m.md", ("---\ntopic: t\n---\n" + "x" * 900).encode())
     assert n.preview == "x" * 500

@@ -341,29 +341,46 @@ def _split_section(lines: list[str], max_chars: int) -> list[tuple[int, list[str
             cur = []
     if cur:
         paras.append((cur_start, cur))
-    # paragraphs that alone are too long are cut at line ends
+    # paragraphs that alone are too long are cut at line ends, and lines too long (a paragraph
+    # an editor soft-wraps, a pasted log) within the line; its pieces all have its line number
     units: list[tuple[int, list[str]]] = []
     for start, para in paras:
         if sum(len(ln) + 1 for ln in para) <= max_chars:
             units.append((start, para))
         else:
-            units.extend((start + j, [ln]) for j, ln in enumerate(para))
+            units.extend((start + j, [piece]) for j, ln in enumerate(para) for piece in _cut_line(ln, max_chars))
     out: list[tuple[int, list[str]]] = []
     acc: list[str] = []
-    acc_start = 0
+    acc_start = last = -1
     size = 0
     for start, unit in units:
         usize = sum(len(ln) + 1 for ln in unit)
-        if acc and size + usize > max_chars:
+        if acc and (size + usize > max_chars or start == last):  # two pieces of one line never join
             out.append((acc_start, acc))
             acc, size = [], 0
         if not acc:
             acc_start = start
         acc = acc + unit
         size += usize
+        last = start
     if acc:
         out.append((acc_start, acc))
     return out
+
+
+def _cut_line(line: str, max_chars: int) -> list[str]:
+    """`line` in pieces of at most max_chars, each cut after the last space or sentence end in
+    its second half, or at max_chars in text that has neither there."""
+    pieces = []
+    while len(line) > max_chars:
+        window = line[:max_chars]
+        cut = max(window.rfind(c) for c in " \t。．！？") + 1
+        if cut <= max_chars // 2:
+            cut = max_chars
+        pieces.append(line[:cut])
+        line = line[cut:]
+    pieces.append(line)
+    return pieces
 
 
 # ---------------------------------------------------------------- the note
