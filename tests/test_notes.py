@@ -41,6 +41,14 @@ def test_malformed_yaml_costs_only_the_bad_entry():
     assert flow.tags == ("ops", "deploy")
 
 
+def test_an_impossible_date_costs_the_date_only():
+    """YAML reads 2025-13-45 as a timestamp and raises ValueError, not a YAMLError: the note
+    must still be read, with every other key, and say what was wrong with the date."""
+    n = parse_note("v", "memory/a.md", b"---\ntopic: t\ndate: 2025-13-45\ntags: [ops]\nimportance: 0.8\n---\nbody\n")
+    assert (n.topic, n.tags, n.importance, n.date) == ("t", ("ops",), 0.8, None)
+    assert any("2025-13-45" in e and "undated" in e for e in n.errors), n.errors
+
+
 def test_claude_code_format_maps_name_description_type():
     n = parse_note("v", ".claude/memory/x.md", b"---\nname: small prs\ndescription: keep PRs small\ntype: feedback\n---\nKeep them small.\n")
     assert (n.topic, n.summary, n.kind) == ("small prs", "keep PRs small", "feedback")

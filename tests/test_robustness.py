@@ -68,6 +68,31 @@ def test_any_query_text_returns_results_or_nothing_never_raises(small_index, tex
     assert isinstance(hits, list) and info["took_ms"] >= 0
 
 
+# values YAML reads as something other than a string, or fails on in ways other than YAMLError
+_AWKWARD_VALUES = ["2025-13-45", "2025-02-30", "2025-01-01T25:00:00", "2025-01-01 10:00:00 +25:00",
+                   "2001-12-14t21:59:43.10-05:00", "!!timestamp 2025-1-1", "[a, b", "{a: 1}", "!!binary abc",
+                   "!!python/object:os.system", "!!set {a, b}", "*anchor", "&a [1]", "1e999", ".inf", "0x1F",
+                   "~", "-", "'", '"', "|\n  block", "- a\n  - b", "[[[[[", "? complex"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(pairs=st.lists(st.tuples(st.sampled_from(["topic", "tags", "date", "importance", "kind", "supersedes",
+                                                 "entities", "name", "description", "type", "metadata", "other"]),
+                                st.text(max_size=30) | st.sampled_from(_AWKWARD_VALUES)), max_size=6),
+       body=st.text(max_size=50))
+def test_any_frontmatter_gives_a_note_or_a_reason_never_an_error(pairs, body):
+    """`date: 2025-13-45` made YAML raise ValueError, which the salvage of broken frontmatter
+    did not expect: one such note stopped a whole index. Whatever the frontmatter says, a note
+    is read (with its errors listed) or refused as Unreadable."""
+    from vaultmem.notes import Unreadable, parse_note
+    data = ("---\n" + "\n".join(f"{k}: {v}" for k, v in pairs) + f"\n---\n{body}").encode("utf-8", "surrogatepass")
+    try:
+        n = parse_note("v", "memory/a.md", data)
+    except Unreadable:
+        return
+    assert n.key == "v:memory/a.md" and all(isinstance(e, str) for e in n.errors)
+
+
 def test_a_very_long_query_is_answered(small_index):
     from vaultmem.query import Query
     hits, _ = small_index.search(Query("deploy " * 20000, k=3))

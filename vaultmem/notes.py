@@ -156,8 +156,8 @@ def _lenient_meta(fm: str) -> dict[str, Any]:
         key, raw = lines[0].split(":", 1)
         try:
             parsed = yaml.safe_load("\n".join(lines))
-        except yaml.YAMLError:
-            parsed = None
+        except Exception:  # what failed the whole may fail here too: a YAMLError, or a
+            parsed = None  # ValueError from a timestamp like 2025-13-45; the text is kept below
         if isinstance(parsed, dict) and list(parsed) == [key]:
             meta[key] = parsed[key]
             continue
@@ -208,8 +208,11 @@ def parse_date(value: Any) -> tuple[str | None, float | None]:
         except ValueError:
             m = re.match(r"^(\d{4})-(\d{1,2})-(\d{1,2})", s)
             if not m:
-                raise ValueError(f"date {value!r} is not an ISO date")
-            moment = dt.datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+                raise ValueError(f"date {value!r} is not an ISO date; the note counts as undated")
+            try:
+                moment = dt.datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+            except ValueError as err:  # 2025-13-45
+                raise ValueError(f"date {value!r} is no day of the calendar ({err}); the note counts as undated") from None
     aware = moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
     text = moment.isoformat() if (moment.hour or moment.minute or moment.second or moment.tzinfo) else moment.date().isoformat()
     return text, aware.timestamp()
