@@ -205,6 +205,31 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_indexed(env):
         assert "v:memory/dangling.md" not in {s["key"] for s in idx.status()["skipped_files"]}
 
 
+def test_a_note_the_parser_fails_on_is_skipped_and_the_rest_indexed(env, monkeypatch, caplog):
+    """However a note trips the parser (a bug of ours: `date: 2025-13-45` once raised out of
+    the frontmatter salvage), it costs that note only: the batch is written, and the note is
+    listed as skipped with the error until an edit makes it readable."""
+    import vaultmem.index as index_module
+    real = index_module.parse_note
+
+    def parse(vault, path, data, **kw):
+        if b"trips the parser" in data:
+            raise ValueError("month must be in 1..12")
+        return real(vault, path, data, **kw)
+
+    monkeypatch.setattr(index_module, "parse_note", parse)
+    env.write("memory/a.md", note("a", "the aardvark digs\n"))
+    env.write("memory/bad.md", note("b", "this one trips the parser\n"))
+    env.write("memory/z.md", note("z", "the zebra grazes\n"))
+    report = env.sync()
+    assert (report.added, report.skipped) == (2, 1)
+    assert report.problems["v:memory/bad.md"] == "could not be parsed (ValueError: month must be in 1..12)"
+    assert "please report" in caplog.text
+    assert [h.path for h in env.query("zebra", mode="text")] == ["memory/z.md"]
+    env.write("memory/bad.md", note("b", "now it reads\n"))
+    assert env.sync().updated == 1 and [h.path for h in env.query("reads", mode="text")] == ["memory/bad.md"]
+
+
 def test_interrupted_write_is_redone_on_next_sync(env):
     env.write("memory/a.md", note("a", "apple pie\n"))
     env.sync()

@@ -420,6 +420,9 @@ class VaultIndex:
                                       preview_chars=cfg.preview_chars)
                 except Unreadable as err:
                     reason = str(err)
+                except Exception as err:  # a bug of ours must cost this one note, not every note
+                    log.exception("cannot parse %s; please report this vaultmem bug with the file", s.abspath)
+                    reason = f"could not be parsed ({type(err).__name__}: {err})"
                 else:
                     for e in note.errors:
                         log.warning("%s: %s", s.abspath, e)
