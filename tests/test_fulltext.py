@@ -73,6 +73,19 @@ def test_accents_are_folded(env):
     assert paths(env.query("CAFÉ", mode="text")) == ["memory/fr.md"]
 
 
+def test_invisible_characters_pasted_into_words_do_not_hide_them(env):
+    """A zero-width space or soft hyphen from a web page sits inside a word unseen; NFKC keeps
+    it, and the word was not found."""
+    env.write("memory/zw.md", note("zw", "Run the kube\u200bctl rollout, then the re\u00adindex job.\n"))
+    env.write("memory/ja.md", note("ja", "デプ\u200bロイ手順を確認する\n"))
+    env.write("memory/other.md", note("other", "Nothing to see here.\n"))
+    env.sync()
+    assert paths(env.query("kubectl", mode="text")) == ["memory/zw.md"]
+    assert paths(env.query("reindex", mode="text")) == ["memory/zw.md"]
+    assert paths(env.query("デプロイ", mode="text")) == ["memory/ja.md"]
+    assert paths(env.query("kube\u200bctl", mode="text")) == ["memory/zw.md"]  # pasted into the query too
+
+
 def test_english_words_are_stemmed(cjk):
     assert paths(cjk.query("deployments", mode="text")) == ["memory/en.md"]
 

@@ -28,9 +28,16 @@ _CJK_RANGES = (
 )
 
 
+# Invisible characters pasted along with text (from web pages, word processors, chat): soft
+# hyphen, zero-width space and joiners, direction marks, word joiner, BOM. NFKC keeps them, and
+# "zero\u200bwidth" would not be found as "zerowidth".
+_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
+
+
 def normalize(text: str) -> str:
-    """NFKC then case folding: full-width letters, half-width kana and case all compare equal."""
-    return unicodedata.normalize("NFKC", text).casefold()
+    """NFKC then case folding: full-width letters, half-width kana and case all compare equal;
+    invisible format characters are dropped."""
+    return _INVISIBLE.sub("", unicodedata.normalize("NFKC", text)).casefold()
 
 
 _CJK_CLASS = "".join(
