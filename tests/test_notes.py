@@ -104,6 +104,27 @@ def test_binary_and_non_utf8_are_unreadable():
         parse_note("v", "m.md", b"caf\xe9 au lait")
 
 
+@pytest.mark.parametrize("codec", ["utf-16", "utf-16-be"])
+def test_utf16_with_a_bom_is_read_as_text(codec):
+    """Windows "Unicode" text (what PowerShell's `>` writes) is full of NUL bytes and used to
+    be skipped as a binary file."""
+    text = "---\r\ntopic: デプロイ\r\ntags: [ops]\r\n---\r\n# 배포\r\n\r\nShip with `make ship`.\r\n"
+    data = ("\ufeff" + text if codec == "utf-16-be" else text).encode(codec)
+    assert data[:2] in (b"\xff\xfe", b"\xfe\xff")
+    n = parse_note("v", "CLAUDE.md", data)
+    assert (n.topic, n.tags, n.errors) == ("デプロイ", ("ops",), ())
+    assert n.chunks[0].text == "# 배포\n\nShip with `make ship`." and n.chunks[0].line_start == 5
+
+
+def test_binary_that_starts_like_utf16_is_still_unreadable():
+    import random
+    rng = random.Random(7)
+    noise = bytes(rng.randrange(256) for _ in range(3000))
+    for data in (b"\xff\xfe" + noise, b"\xff\xfeok\x00\x00\x00"):
+        with pytest.raises(Unreadable, match="binary"):
+            parse_note("v", "m.md", data)
+
+
 def test_chunks_carry_heading_path_and_line_range():
     body = "# CLAUDE.md\n\nintro\n\n## Testing\n\n### Commands\n\nrun make test\n\n## Style\n\nshort lines\n"
     chunks = chunk_body(body, 1, "CLAUDE.md", 1500)

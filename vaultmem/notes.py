@@ -84,6 +84,16 @@ def extra_keys(meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def decode(data: bytes) -> str:
+    """UTF-8 (a BOM is dropped), or UTF-16 when a BOM says so: Windows "Unicode" text, which
+    PowerShell's `>` writes. Otherwise a NUL byte means a binary file."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        try:
+            text = data.decode("utf-16")
+        except UnicodeDecodeError as err:
+            raise Unreadable(f"binary file, or not UTF-16 though it starts like it (offset {err.start})") from err
+        if "\x00" in text:
+            raise Unreadable("binary file (NUL characters)")
+        return text.replace("\r\n", "\n").replace("\r", "\n")
     if b"\x00" in data[:8192]:
         raise Unreadable("binary file (NUL bytes)")
     try:
