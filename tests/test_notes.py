@@ -49,6 +49,23 @@ def test_an_impossible_date_costs_the_date_only():
     assert any("2025-13-45" in e and "undated" in e for e in n.errors), n.errors
 
 
+def test_frontmatter_aliases_can_neither_blow_up_nor_loop():
+    """Nine lines of nested YAML aliases (a "billion laughs") expand to 387 million values, and
+    turning them into a note took hours; an alias inside its own value never ended. Both are
+    refused as malformed and the rest of the note is read; ordinary aliases still work."""
+    import json
+    levels = ["a: &a [" + ",".join(["lol"] * 10) + "]"]
+    for prev, name in zip("abcd", "bcde"):  # e expands to 100,000 values
+        levels.append(f"{name}: &{name} [" + ",".join([f"*{prev}"] * 10) + "]")
+    n = parse_note("v", "m.md", ("---\ntopic: t\n" + "\n".join(levels) + "\ntags: [ok]\n---\nbody\n").encode())
+    assert (n.topic, n.tags) == ("t", ("ok",)) and "more than 50,000 values" in n.errors[0]
+    assert len(json.dumps(n.meta)) < 10_000
+    loop = parse_note("v", "m.md", b"---\ntopic: t\nx: &a [1, *a]\n---\nbody\n")
+    assert loop.topic == "t" and "(a loop)" in loop.errors[0]
+    fine = parse_note("v", "m.md", b"---\ntopic: t\nbase: &b {a: 1}\nother:\n  <<: *b\n  c: 2\ntags: &t [x]\n---\nbody\n")
+    assert not fine.errors and fine.meta["other"] == {"a": 1, "c": 2} and fine.tags == ("x",)
+
+
 def test_claude_code_format_maps_name_description_type():
     n = parse_note("v", ".claude/memory/x.md", b"---\nname: small prs\ndescription: keep PRs small\ntype: feedback\n---\nKeep them small.\n")
     assert (n.topic, n.summary, n.kind) == ("small prs", "keep PRs small", "feedback")

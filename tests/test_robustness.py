@@ -72,7 +72,8 @@ def test_any_query_text_returns_results_or_nothing_never_raises(small_index, tex
 _AWKWARD_VALUES = ["2025-13-45", "2025-02-30", "2025-01-01T25:00:00", "2025-01-01 10:00:00 +25:00",
                    "2001-12-14t21:59:43.10-05:00", "!!timestamp 2025-1-1", "[a, b", "{a: 1}", "!!binary abc",
                    "!!python/object:os.system", "!!set {a, b}", "*anchor", "&a [1]", "1e999", ".inf", "0x1F",
-                   "~", "-", "'", '"', "|\n  block", "- a\n  - b", "[[[[[", "? complex"]
+                   "~", "-", "'", '"', "|\n  block", "- a\n  - b", "[[[[[", "? complex",
+                   "&a [1, *a]", "&b [&a [1, 2, 3], [*a, *a, *a], [*a, *a, *a]]"]
 
 
 @settings(max_examples=400, deadline=None)

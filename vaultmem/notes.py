@@ -115,6 +115,44 @@ class _TomlHandler(frontmatter.default_handlers.BaseHandler):
 
 
 HANDLERS = [frontmatter.default_handlers.YAMLHandler(), frontmatter.default_handlers.JSONHandler(), _TomlHandler()]
+MAX_META_VALUES = 50_000  # values a frontmatter may hold once its aliases are expanded
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a document whose aliases make it larger than
+    MAX_META_VALUES values or refer to itself: nine lines of nested aliases (a "billion
+    laughs") expand to 387 million strings, and turning that into a note took the writer
+    hours; a self-reference never ended."""
+
+    def compose_document(self) -> yaml.Node:
+        node = super().compose_document()
+        size = _expanded_size(node, {}, set())
+        if size > MAX_META_VALUES:
+            raise yaml.YAMLError(f"its aliases expand it to more than {MAX_META_VALUES:,} values")
+        return node
+
+
+def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> int:
+    """Values under `node` with every alias expanded, counted once per distinct node."""
+    if id(node) in sizes:
+        return sizes[id(node)]
+    if id(node) in open_:
+        raise yaml.YAMLError("an alias refers to a value that contains it (a loop)")
+    open_.add(id(node))
+    if isinstance(node, yaml.SequenceNode):
+        children = node.value
+    elif isinstance(node, yaml.MappingNode):
+        children = [part for pair in node.value for part in pair]
+    else:
+        children = []
+    total = 1
+    for child in children:
+        total += _expanded_size(child, sizes, open_)
+        if total > MAX_META_VALUES:  # enough to refuse it; counting on could take as long
+            break
+    open_.discard(id(node))
+    sizes[id(node)] = total
+    return total
 
 
 def split_frontmatter(text: str) -> tuple[dict[str, Any], str, int, list[str]]:
@@ -132,7 +170,7 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str, int, list[str]]:
     first_line = text.count("\n", 0, body_start) + 1
     errors: list[str] = []
     try:
-        meta = handler.load(fm)
+        meta = handler.load(fm, Loader=_Loader) if isinstance(handler, frontmatter.default_handlers.YAMLHandler) else handler.load(fm)
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
@@ -165,7 +203,7 @@ def _lenient_meta(fm: str) -> dict[str, Any]:
     for lines in entries:
         key, raw = lines[0].split(":", 1)
         try:
-            parsed = yaml.safe_load("\n".join(lines))
+            parsed = yaml.load("\n".join(lines), Loader=_Loader)
         except Exception:  # what failed the whole may fail here too: a YAMLError, or a
             parsed = None  # ValueError from a timestamp like 2025-13-45; the text is kept below
         if isinstance(parsed, dict) and list(parsed) == [key]:
