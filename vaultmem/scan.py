@@ -8,6 +8,7 @@ the index lists it as skipped like any other unreadable file instead of failing.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import stat
@@ -115,7 +116,12 @@ def _stat(vault: Vault, rel: str, full: str) -> ScannedFile | None:
             lst = os.lstat(full)
         except OSError:
             return None
-        reason = "dangling symlink" if os.path.islink(full) else f"cannot stat: {err.strerror}"
+        if not os.path.islink(full):
+            reason = f"cannot stat: {err.strerror}"
+        elif err.errno == errno.ELOOP:
+            reason = "symlink loop"
+        else:
+            reason = "dangling symlink"
         return ScannedFile(vault.name, rel, full, lst.st_size, lst.st_mtime_ns, reason)
     if not stat.S_ISREG(st.st_mode):
         return None
