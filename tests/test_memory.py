@@ -204,6 +204,9 @@ def test_as_of_answers_with_the_notes_current_then(env):
     assert bad.returncode == 2 and "ISO date" in bad.stderr
     assert paths(env, "database", "--history", "--since", "2025-01-01", "--until", "2025-12-31") == ["memory/v2.md"]
     assert cli(env, "query", "database", "--since", "soon").returncode == 2
+    backwards = cli(env, "query", "database", "--since", "2025-12-31", "--until", "2025-01-01")
+    assert backwards.returncode == 2 and "is after until" in backwards.stderr, "an empty range is a mistake, not 'nothing found'"
+    assert paths(env, "database", "--since", "2025-03-01", "--until", "2025-03-01") == ["memory/v2.md"], "one day: both ends"
 
 
 # ------------------------------------------------------------------ inventory and secrets

@@ -194,6 +194,9 @@ def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
     for key in ("topic", "path", "task"):
         if opts.get(key) is not None and not isinstance(opts[key], str):
             raise UsageError(f"{key} must be a string")
+    since, until = parse_moment(opts.get("since"), end_of_day=False), parse_moment(opts.get("until"))
+    if since is not None and until is not None and since > until:
+        raise UsageError(f"since {opts['since']} is after until {opts['until']}: no note can be in that range")
     return Query(
         text=text, k=k, tags=_tuple(opts.get("tags") or opts.get("tag")), any_tags=bool(opts.get("any_tags")),
         kinds=_tuple(opts.get("kinds") or opts.get("kind")), topic=str(topic) if topic else None,
@@ -202,7 +205,7 @@ def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
         as_of=parse_moment(opts.get("as_of")), task=str(opts["task"]) if opts.get("task") else None,
         record=opts.get("record", True) is not False,
         section_chars=_int(opts.get("section_chars") or 0, "section_chars", 0, 100_000),
-        since=parse_moment(opts.get("since"), end_of_day=False), until=parse_moment(opts.get("until")),
+        since=since, until=until,
         where=tuple(_where(w) for w in list_field(opts, "where")),
     )
 
