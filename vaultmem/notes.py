@@ -93,13 +93,13 @@ def decode(data: bytes) -> str:
             raise Unreadable(f"binary file, or not UTF-16 though it starts like it (offset {err.start})") from err
         if "\x00" in text:
             raise Unreadable("binary file (NUL characters)")
-        return text.replace("\r\n", "\n").replace("\r", "\n")
-    if b"\x00" in data[:8192]:
-        raise Unreadable("binary file (NUL bytes)")
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise Unreadable(f"not UTF-8 (invalid byte at offset {err.start})") from err
+    else:
+        if b"\x00" in data[:8192]:
+            raise Unreadable("binary file (NUL bytes)")
+        try:
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise Unreadable(f"not UTF-8 (invalid byte at offset {err.start})") from err
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 

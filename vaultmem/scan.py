@@ -116,7 +116,7 @@ def _stat(vault: Vault, rel: str, full: str) -> ScannedFile | None:
             lst = os.lstat(full)
         except OSError:
             return None
-        if not os.path.islink(full):
+        if not stat.S_ISLNK(lst.st_mode):
             reason = f"cannot stat: {err.strerror}"
         elif err.errno == errno.ELOOP:
             reason = "symlink loop"
