@@ -115,14 +115,21 @@ class VaultIndex:
         self._unmarkable: dict[str, str] = {}  # note -> the content mark_superseded gave up on
 
     def _take_lock(self) -> None:
+        """The writer lock, an flock on `writer.lock`, which also holds the holder's pid so that
+        a refused second writer can say who has it (the lock, not the pid, is what counts: the
+        kernel drops it when its process dies, SIGKILL included)."""
         fd = os.open(self.state_dir / "writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip()
             os.close(fd)
+            who = f"pid {holder}" if holder.isdigit() else "another process"
             raise VaultmemError(
-                f"another vaultmem process is writing {self.state_dir} (the daemon?); "
-                "stop it or send the request through it") from None
+                f"another vaultmem process ({who}) is writing {self.state_dir}: a daemon? `vaultmem status` "
+                "tells, and `vaultmem reindex` has a running daemon catch up with the files") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
 
     def close(self) -> None:
