@@ -86,6 +86,25 @@ def test_invisible_characters_pasted_into_words_do_not_hide_them(env):
     assert paths(env.query("kube\u200bctl", mode="text")) == ["memory/zw.md"]  # pasted into the query too
 
 
+def test_emoji_and_symbols_are_searched_like_cjk_characters(env):
+    """No word tokenizer keeps a pictograph: "⚠️" and "✅" found nothing, though notes use them
+    as markers. The emoji-style variation selector is a glyph choice: "⚠️" and "⚠" are one."""
+    env.write("memory/warn.md", note("warn", "⚠️ Never run migrations on a Friday.\n"))
+    env.write("memory/done.md", note("done", "リリース完了✅ and the 🚀 launch went fine.\n"))
+    env.write("memory/team.md", note("team", "The 👩\u200d💻 team ships on Tuesdays 🚀🔥.\n"))
+    env.write("memory/plain.md", note("plain", "Migrations run on Tuesdays, and launches are fine.\n"))
+    env.sync()
+    assert paths(env.query("⚠️", mode="text")) == ["memory/warn.md"]
+    assert paths(env.query("⚠", mode="text")) == ["memory/warn.md"]
+    assert paths(env.query("✅", mode="text")) == ["memory/done.md"]
+    assert paths(env.query("完了", mode="text")) == ["memory/done.md"]  # the kanji beside it still a word
+    assert set(paths(env.query("🚀", mode="text"))) == {"memory/done.md", "memory/team.md"}
+    assert paths(env.query('"🚀🔥"', mode="text")) == ["memory/team.md"]
+    assert paths(env.query("👩\u200d💻", mode="text")) == ["memory/team.md"]
+    hits = env.query("⚠ migrations", mode="text")
+    assert hits[0].path == "memory/warn.md" and hits[0].snippet.startswith("**⚠\ufe0f** Never run **migrations**")
+
+
 def test_english_words_are_stemmed(cjk):
     assert paths(cjk.query("deployments", mode="text")) == ["memory/en.md"]
 

@@ -514,6 +514,8 @@ def make_snippet(text: str, terms: list[str], width: int, unknown: list[str] = (
     spans.sort()
     merged: list[tuple[int, int]] = []
     for s, e in spans:
+        while e < len(flat) and "\ufe00" <= flat[e] <= "\ufe0f":  # "⚠️": the selector stays with its sign
+            e += 1
         if merged and s <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(e, merged[-1][1]))
         else:

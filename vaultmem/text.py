@@ -4,7 +4,9 @@ to documents and queries.
 
 CJK text (Han, Kana, Hangul) is cut into overlapping character bigrams with real positions, so
 that a phrase query over the bigrams of a query string matches exactly the notes that contain
-that string. Other text goes to the word-level field, analysed by Tantivy (see fulltext.py).
+that string. Pictographs (emoji, dingbats: ✅ ⚠ 🚀) are read the same way: they are written
+without spaces too, and no word tokenizer keeps them. Other text goes to the word-level field,
+analysed by Tantivy (see fulltext.py).
 """
 
 from __future__ import annotations
@@ -26,12 +28,21 @@ _CJK_RANGES = (
     (0xF900, 0xFAFF),  # CJK compatibility ideographs
     (0x20000, 0x3FFFF),  # CJK extensions B..H
 )
+# Pictographs, searched like CJK characters ("a CJK run" below includes them). Emoji modifiers
+# (skin tones) are in these blocks; the joiner and variation selectors are dropped by normalize.
+_SYMBOL_RANGES = (
+    (0x2300, 0x23FF),  # Miscellaneous Technical: ⌘ ⌛ ⏰
+    (0x2600, 0x27BF),  # Miscellaneous Symbols, Dingbats: ☀ ★ ⚠ ⚡ ✅ ✔ ❌
+    (0x2B00, 0x2BFF),  # Miscellaneous Symbols and Arrows: ⬆ ⭐
+    (0x1F000, 0x1FAFF),  # emoji blocks: 🆗 🇯🇵 🔥 😀 🚀 🤖 🧪 🫠
+)
 
 
 # Invisible characters pasted along with text (from web pages, word processors, chat): soft
 # hyphen, zero-width space and joiners, direction marks, word joiner, BOM. NFKC keeps them, and
-# "zero\u200bwidth" would not be found as "zerowidth".
-_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u2060-\u2064\ufeff]")
+# "zero\u200bwidth" would not be found as "zerowidth". Also variation selectors, which only pick
+# a glyph: "⚠\ufe0f" (emoji style) is "⚠", an ideograph's variant is the ideograph.
+_INVISIBLE = re.compile("[\u00ad\u200b-\u200f\u2060-\u2064\ufeff\ufe00-\ufe0f\U000e0100-\U000e01ef]")
 
 
 def normalize(text: str) -> str:
@@ -41,7 +52,7 @@ def normalize(text: str) -> str:
 
 
 _CJK_CLASS = "".join(
-    f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in _CJK_RANGES
+    f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in _CJK_RANGES + _SYMBOL_RANGES
 )
 CJK_RUN = re.compile(f"[{_CJK_CLASS}]+")
 # A word: letters/digits (not CJK) possibly joined by _ . - ' inside (identifiers, versions).
@@ -264,6 +275,8 @@ def highlight_terms(query: str) -> list[str]:
 
 def _script(ch: str) -> str:
     cp = ord(ch)
+    if any(lo <= cp <= hi for lo, hi in _SYMBOL_RANGES):
+        return "symbol"
     if 0x3040 <= cp <= 0x309F:
         return "hiragana"
     if 0x30A0 <= cp <= 0x30FF or 0x31F0 <= cp <= 0x31FF:
@@ -274,7 +287,7 @@ def _script(ch: str) -> str:
 
 
 def script_segments(run: str) -> list[str]:
-    """A CJK run cut where the script changes (kanji | kana | hangul): in Japanese this splits
+    """A CJK run cut where the script changes (kanji | kana | hangul | pictograph): in Japanese this splits
     content words (kanji, katakana) from particles and endings (hiragana), a cheap stand-in
     for word segmentation. Hiragana segments are dropped; segments shorter than 2 too."""
     segs: list[str] = []
