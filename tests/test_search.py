@@ -235,3 +235,14 @@ def test_no_text_lists_the_notes_a_filter_passes_newest_first(env):
     assert r.returncode == 0 and [h["path"] for h in json.loads(r.stdout)["hits"]] == ["memory/new.md", "memory/undated.md"]
     r = run_cli("query", "--state-dir", str(env.state))
     assert r.returncode == 2 and "a filter to list notes" in r.stderr
+
+
+def test_a_query_of_punctuation_alone_finds_nothing_in_any_mode(env):
+    env.write("memory/a.md", note("a", "Deploy with make ship.\n"))
+    env.write("memory/b.md", note("b", "배포는 금요일에 하지 않는다\n"))
+    env.sync()
+    for text in ("???", "...", " - ", "!?"):
+        for mode in ("hybrid", "text", "vector"):
+            assert env.query(text, mode=mode) == [], (text, mode)
+    assert [h.path for h in env.query("the ship?")][:1] == ["memory/a.md"]  # words among punctuation count
+    assert env.query("with", mode="text")  # a stop word alone is still a word

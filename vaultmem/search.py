@@ -172,6 +172,10 @@ class Searcher:
         text_hits: list[tuple[str, str, float]] = []
         vec_hits: list[tuple[str, str, float]] = []
         tq = self.index.fulltext.analyze(q.text)
+        if not (tq.words or tq.grams or tq.phrases or WORD.search(normalize(q.text))):
+            # "???", "...": nothing to look up, and the vectors nearest to punctuation are noise
+            # (three unrelated notes came back, scored as if they matched)
+            return self._hits(q, [], {}, {}, [], t0)
         unknown = self.index.fulltext.unknown_words(tq) if q.mode != "vector" else []
         if q.mode in ("hybrid", "text"):
             text_hits = self.index.fulltext.search(tq, n, allow, deny)
