@@ -180,16 +180,17 @@ def test_a_vault_missing_when_the_pipeline_changes_is_read_again_when_back(env):
 def test_bad_files_are_skipped_with_reasons_and_the_rest_indexed(env):
     env.write("memory/good.md", note("g", "good note\n"))
     (env.vault / "memory/bin.md").write_bytes(b"\x00\x01binary\x00")
-    (env.vault / "memory/latin1.md").write_bytes(b"caf\xe9\n")
+    (env.vault / "memory/latin1.md").write_bytes(b"caf\xe9\n")  # read as Windows-1252, and said so
+    (env.vault / "memory/gbk.md").write_bytes("部署前先运行迁移".encode("gbk"))  # no encoding we can tell
     (env.vault / "memory/huge.md").write_bytes(b"x" * 2000)
     os.symlink(env.vault / "memory/nowhere.md", env.vault / "memory/dangling.md")
     os.symlink(env.vault / "memory/loop-b.md", env.vault / "memory/loop-a.md")
     os.symlink(env.vault / "memory/loop-a.md", env.vault / "memory/loop-b.md")
     env.write("memory/badyaml.md", "---\ntitle: a: b: c\n  - [\n---\nbody still indexed\n")
     report = env.sync(index={"max_file_bytes": 1000})
-    bad = {"v:memory/bin.md", "v:memory/latin1.md", "v:memory/huge.md", "v:memory/dangling.md",
+    bad = {"v:memory/bin.md", "v:memory/gbk.md", "v:memory/huge.md", "v:memory/dangling.md",
            "v:memory/loop-a.md", "v:memory/loop-b.md"}
-    assert report.added == 2 and report.skipped == 6
+    assert report.added == 3 and report.skipped == 6
     assert set(report.problems) == bad
     assert "too large" in report.problems["v:memory/huge.md"]
     assert report.problems["v:memory/dangling.md"] == "dangling symlink"
@@ -199,8 +200,9 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_indexed(env):
     assert {s["key"]: s["reason"] for s in st["skipped_files"]}["v:memory/dangling.md"] == "dangling symlink"
     assert {s["key"] for s in st["skipped_files"]} == bad
     assert [h.path for h in env.query("still indexed", mode="text")] == ["memory/badyaml.md"]
+    assert [h.path for h in env.query("café", mode="text")] == ["memory/latin1.md"]
     again = env.sync(index={"max_file_bytes": 1000})  # skipped files are not read again, nor re-reported
-    assert (again.skipped, again.unchanged, again.problems) == (0, 8, {})
+    assert (again.skipped, again.unchanged, again.problems) == (0, 9, {})
     env.write("memory/nowhere.md", "the link's target, written at last\n")  # the link now reads as a note
     healed = env.sync(index={"max_file_bytes": 1000})
     assert (healed.added, healed.updated) == (1, 1)

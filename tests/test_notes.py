@@ -2,6 +2,7 @@
 previews and entities. Pure functions, no index."""
 
 import datetime as dt
+import re
 
 import pytest
 
@@ -114,11 +115,40 @@ def test_importance_clamped_and_kind_defaults():
     assert n.importance == 1.0 and n.kind == "knowledge"
 
 
-def test_binary_and_non_utf8_are_unreadable():
+def test_binary_and_text_of_no_encoding_we_can_tell_are_unreadable():
+    import random
     with pytest.raises(Unreadable, match="binary"):
         parse_note("v", "m.md", b"\x89PNG\x00\x00\x00")
-    with pytest.raises(Unreadable, match="UTF-8"):
-        parse_note("v", "m.md", b"caf\xe9 au lait")
+    rng = random.Random(3)
+    noise = bytes(rng.randrange(1, 256) for _ in range(3000))  # no NUL: not caught as binary
+    chinese = "部署前先在测试环境运行迁移，回滚需要两个人审查。".encode("gbk")  # neither Japanese nor Korean
+    for data in (noise, chinese, b"use the " + chinese + b" note"):
+        with pytest.raises(Unreadable, match="not UTF-8.*iconv"):
+            parse_note("v", "m.md", data)
+
+
+@pytest.mark.parametrize("text, codec, how", [
+    ("---\ntopic: café\n---\nDon’t deploy on Friday — the “freeze” rule.\n", "cp1252", "3 byte(s)|read as Windows-1252"),
+    ("Die Größe der Füße; Ärger über Öl.\n", "latin-1", "read as Windows-1252"),
+    ("---\ntopic: デプロイ\n---\n金曜日にはデプロイしない。ロールバックは二人で確認する。\n", "cp932", "read as Shift_JIS"),
+    ("Use the テスト runner before a リリース.\n", "cp932", "read as Shift_JIS"),
+    ("本番環境のデータベース移行は事前に検証する。\n", "euc_jp", "read as EUC-JP"),
+    ("---\ntopic: 배포\n---\n배포는 금요일에 하지 않는다. 롤백은 두 사람이 확인한다.\n", "euc_kr", "read as EUC-KR"),
+], ids=["cp1252", "latin-1", "shift_jis", "shift_jis-katakana", "euc-jp", "euc-kr"])
+def test_a_note_in_a_legacy_encoding_is_read_and_says_so(text, codec, how):
+    """One Windows-1252 byte (a quote pasted from Word) made a whole note unsearchable, and so
+    did a Shift_JIS or EUC-KR note. They are read now, and the note's errors say how."""
+    n = parse_note("v", "m.md", text.encode(codec))
+    assert "\n".join(c.text for c in n.chunks) == text.split("---\n")[-1].strip()
+    assert n.topic == (text.split("topic: ")[1].split("\n")[0] if "topic: " in text else None)
+    assert n.errors and n.errors[0].startswith("not UTF-8") and re.search(how, n.errors[0])
+
+
+def test_one_stray_byte_in_a_utf8_note_costs_only_that_character():
+    data = "---\ntopic: 배포\n---\n".encode() + b"It\x92s the " + "デプロイ手順".encode() + b" caf\xe9.\n"
+    n = parse_note("v", "m.md", data)
+    assert n.topic == "배포" and n.chunks[0].text == "It’s the デプロイ手順 café."
+    assert n.errors == ("not UTF-8: 2 byte(s) from offset 24 read as Windows-1252",)
 
 
 @pytest.mark.parametrize("codec", ["utf-16", "utf-16-be"])

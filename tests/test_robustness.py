@@ -105,13 +105,14 @@ def test_bad_files_while_the_daemon_runs_are_skipped_and_listed(daemon):
     atomic_save(daemon.vault / "memory/good.md", "the okapi hides\n")
     daemon.start()
     (daemon.vault / "memory/bin.md").write_bytes(b"\x00\x01\x02binary")
-    (daemon.vault / "memory/latin1.md").write_bytes(b"caf\xe9\n")
+    (daemon.vault / "memory/gbk.md").write_bytes("部署前先运行迁移".encode("gbk"))
     os.symlink(daemon.vault / "nowhere.md", daemon.vault / "memory/dangling.md")
     atomic_save(daemon.vault / "memory/badyaml.md", "---\nname: x: y: z\n  - [\n---\nstill indexed pangolin\n")
     daemon.wait_for(lambda: daemon.paths("pangolin") == ["memory/badyaml.md"])
     st_ = daemon.wait_for(lambda: (lambda s: s if s["skipped"] == 3 else None)(daemon.request({"op": "status"})))
     assert {s["key"]: s["reason"] for s in st_["skipped_files"]} == {
-        "v:memory/bin.md": "binary file (NUL bytes)", "v:memory/latin1.md": "not UTF-8 (invalid byte at offset 3)",
+        "v:memory/bin.md": "binary file (NUL bytes)", "v:memory/gbk.md": "not UTF-8 (invalid bytes from offset 0: "
+        "another encoding, or not text; `iconv -f ENCODING -t UTF-8` converts a note)",
         "v:memory/dangling.md": "dangling symlink"}
     assert daemon.paths("okapi") == ["memory/good.md"]
 

@@ -265,17 +265,20 @@ def test_mark_superseded_leaves_symlinks_and_foreign_frontmatter_alone_and_says_
     (env.vault / "memory/linked.md").symlink_to(outside)
     toml = env.write("memory/toml.md", "+++\ntopic = 'deploy'\ndate = 2024-02-01\n+++\nTOML frontmatter\n")
     plain = env.write("memory/plain.md", note("deploy", "plain\n", date="2024-03-01"))
+    legacy = env.vault / "memory/legacy.md"  # read as Windows-1252; written back, it would be UTF-8
+    legacy.write_bytes(b"---\ntopic: deploy\ndate: 2024-02-15\n---\nDon\x92t deploy on Friday\n")
     env.write("memory/new.md", note("deploy", "newest\n", date="2025-01-01"))
-    before = (outside.read_bytes(), toml.read_bytes())
+    before = (outside.read_bytes(), toml.read_bytes(), legacy.read_bytes())
     from vaultmem.index import VaultIndex
     s = env.settings()
     with caplog.at_level(logging.WARNING, logger="vaultmem.index"), VaultIndex(s, writable=True) as idx:
         assert idx.sync(list(s.vaults)).marked == 1
         assert idx.sync(list(s.vaults)).marked == 0  # said once, not on every pass (the daemon's case)
     assert b"superseded_by: memory/new.md" in plain.read_bytes()
-    assert (outside.read_bytes(), toml.read_bytes()) == before
-    said = [r.getMessage() for r in caplog.records if "mark_superseded" in r.getMessage()]
-    assert len(said) == 2 and any("symlink" in m for m in said) and any("not plain YAML" in m for m in said)
+    assert (outside.read_bytes(), toml.read_bytes(), legacy.read_bytes()) == before
+    said = [m for m in (r.getMessage().replace(str(env.vault), "") for r in caplog.records) if "mark_superseded" in m]
+    assert len(said) == 3 and any("symlink" in m for m in said) and any("not plain YAML" in m for m in said)
+    assert any("legacy.md" in m and "not UTF-8" in m for m in said)
 
 
 def test_the_chains_at_a_moment_are_those_of_the_notes_written_before_it(env):

@@ -83,9 +83,11 @@ def extra_keys(meta: dict[str, Any]) -> dict[str, Any]:
 # ---------------------------------------------------------------- decoding and frontmatter
 
 
-def decode(data: bytes) -> str:
-    """UTF-8 (a BOM is dropped), or UTF-16 when a BOM says so: Windows "Unicode" text, which
-    PowerShell's `>` writes. Otherwise a NUL byte means a binary file."""
+def decode(data: bytes) -> tuple[str, str | None]:
+    """(text, what was not as it should be). UTF-8 (a BOM is dropped), or UTF-16 when a BOM says
+    so: Windows "Unicode" text, which PowerShell's `>` writes. Otherwise a NUL byte means a
+    binary file. Other bytes are read as well as they can be (_not_utf8), or refused."""
+    problem = None
     if data.startswith((b"\xff\xfe", b"\xfe\xff")):
         try:
             text = data.decode("utf-16")
@@ -99,7 +101,61 @@ def decode(data: bytes) -> str:
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as err:
-            raise Unreadable(f"not UTF-8 (invalid byte at offset {err.start})") from err
+            text, problem = _not_utf8(data, err.start)
+    return text.replace("\r\n", "\n").replace("\r", "\n"), problem
+
+
+_ESCAPED = re.compile("[\udc80-\udcff]+")  # bytes that are no UTF-8, as surrogateescape keeps them
+
+
+def _not_utf8(data: bytes, first: int) -> tuple[str, str]:
+    """A note that is not UTF-8 (invalid from byte `first`), read as well as it can be, with
+    what was done; or Unreadable. A Japanese or Korean note in its legacy encoding is decoded
+    whole (_legacy_cjk). Otherwise single stray bytes are read as Windows-1252: what a paste
+    from a Word document or an old Windows editor leaves (’ “ é as one byte each), and what a
+    Latin-1 note is throughout ("Größe": now and then two in a row); one such byte made a whole
+    note unsearchable. Runs of four or more, or mostly of two and three, are another multi-byte
+    encoding (GBK, Big5: every hanzi is two such bytes) or no text at all, and are refused: read
+    byte by byte they would be indexed as nonsense."""
+    legacy = _legacy_cjk(data)
+    if legacy is not None:
+        return legacy[0], f"not UTF-8: read as {legacy[1]}"
+    text = data.decode("utf-8-sig", errors="surrogateescape")
+    stray = _ESCAPED.findall(text)
+    if max(map(len, stray)) > 3 or sum(map(len, stray)) > 1.5 * len(stray):
+        raise Unreadable(f"not UTF-8 (invalid bytes from offset {first}: another encoding, or not text; "
+                         "`iconv -f ENCODING -t UTF-8` converts a note)")
+    text = _ESCAPED.sub(lambda m: bytes(ord(c) - 0xDC00 for c in m.group(0)).decode("cp1252", errors="replace"), text)
+    return text, f"not UTF-8: {len(stray)} byte(s) from offset {first} read as Windows-1252"
+
+
+# kana, kanji, Japanese punctuation and full-width letters; not half-width katakana, which is
+# what Latin-1 capitals (Ä, Ö, Ü) decode to as Shift_JIS
+_JAPANESE = re.compile("[\u3000-\u30ff\u4e00-\u9fff\uff01-\uff5e]")
+_KANA = re.compile("[\u3041-\u30ff]")
+_HANGUL = re.compile("[\uac00-\ud7a3]")
+
+
+def _legacy_cjk(data: bytes) -> tuple[str, str] | None:
+    """(text, encoding) when `data` decodes strictly as Shift_JIS, EUC-JP or EUC-KR into what
+    reads as Japanese (kana, kanji and their punctuation, with some kana: Japanese text never
+    lacks it) or Korean (hangul). Bytes of other text decode into these encodings too, but as
+    scattered kanji, half-width katakana or private-use characters, which the test refuses.
+    EUC-KR proper, not Windows' cp949: cp949's added syllables take ASCII letters as second
+    bytes, and a Shift_JIS "テスト" read as cp949 is three such syllables."""
+    for codec, name, script, needs in (("cp932", "Shift_JIS", _JAPANESE, _KANA),
+                                       ("euc_jp", "EUC-JP", _JAPANESE, _KANA),
+                                       ("euc_kr", "EUC-KR", _HANGUL, _HANGUL)):
+        try:
+            text = data.decode(codec)
+        except UnicodeDecodeError:
+            continue
+        wide = sum(1 for c in text if ord(c) > 0x7F)
+        if wide and needs.search(text) and len(script.findall(text)) >= 0.9 * wide:
+            return text, name
+    return None
+
+
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -441,10 +497,12 @@ def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
                preview_chars: int = 500) -> Note:
     """Interpret one file's bytes. Raises Unreadable for files that are not text notes.
     Likely secrets are masked before anything else reads the text (see redact.py)."""
-    text = decode(data)
+    text, problem = decode(data)
     found = redact.find(text)
     text = redact.mask(text, found)
     meta, body, first_line, errors = split_frontmatter(text)
+    if problem:
+        errors.insert(0, problem)
     meta = {str(k): v for k, v in meta.items()}
     nested = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
 
