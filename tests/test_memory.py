@@ -228,6 +228,7 @@ def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
     env.write("memory/leak.md", note("leak", f"CI uses {GH} for releases\n", tags="ci"))
     env.write("CLAUDE.md", "# Rules\n\nNo frontmatter needed here.\n")
     (env.vault / "memory/bin.md").write_bytes(b"\x00\x01\x02binary")
+    env.write("memory/yaml.md", "---\ntopic: yaml\ntags: [misc]\ntitle: a: b\nimportance: high\n---\nstill read\n")
     cli(env, "index", "--vault", f"v={env.vault}")
     env.write("memory/late.md", note("late", "written after indexing\n", tags="misc"))
     (env.vault / "memory/untagged.md").write_text(note("untagged", "changed behind the index's back\n"))
@@ -243,6 +244,9 @@ def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
     assert {(i["note"], i["problem"]) for i in f["out_of_sync"]} == {
         ("v:memory/late.md", "on disk, not indexed"), ("v:memory/untagged.md", "changed since indexed")}
     assert notes("unreadable") == ["v:memory/bin.md"]
+    [partly] = f["read_with_problems"]
+    assert partly["note"] == "v:memory/yaml.md" and "malformed frontmatter" in partly["problem"]
+    assert "importance 'high' is not a number" in partly["problem"]
     assert [d["notes"] for d in f["duplicates"]] == [["v:memory/dup1.md", "v:memory/dup2.md"]]
     assert f["secrets"] == [{"note": "v:memory/leak.md", "line": 5, "kind": "GitHub token"}]
     assert f["multiple_current"] == [] and f["never_retrieved"] == []  # records began just now

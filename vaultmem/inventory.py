@@ -13,6 +13,8 @@ Sections, each a list of findings:
 - out_of_sync: files the index disagrees with (not indexed, changed since, gone, interrupted), and
   vaults in the index that the config no longer names
 - unreadable: files skipped with their reason
+- read_with_problems: notes indexed despite problems in the file (malformed frontmatter, a date
+  or importance that is no such thing, a legacy encoding), with what was lost or guessed
 - duplicates: pairs of current notes whose vectors are nearly identical
 - secrets: likely secrets (masked everywhere vaultmem shows the note; the file still holds them)
 
@@ -38,7 +40,7 @@ if TYPE_CHECKING:  # the report's formatting is used by the thin CLI client: no 
 
 INSTRUCTION_FILES = {"claude.md", "agents.md", "memory.md"}
 SECTIONS = ("multiple_current", "stale", "never_retrieved", "missing_topic", "missing_tags",
-            "broken_supersedes", "out_of_sync", "unreadable", "duplicates", "secrets")
+            "broken_supersedes", "out_of_sync", "unreadable", "read_with_problems", "duplicates", "secrets")
 DAY = 86400.0
 
 
@@ -94,6 +96,8 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
 
     found["out_of_sync"] = _out_of_sync(idx, settings)
     found["unreadable"] = [{"note": r["key"], "reason": r["reason"]} for r in cat.skipped()]
+    found["read_with_problems"] = [{"note": r["key"], "problem": "; ".join(errors)}
+                                   for r in rows if (errors := json.loads(r["errors"] or "[]"))]
     found["duplicates"] = _duplicates(idx, [r["key"] for r in current], cfg.duplicate_cosine)
     for r in rows:
         for line, kind in json.loads(r["secrets"] or "[]"):
@@ -170,6 +174,7 @@ TITLES = {
     "broken_supersedes": "supersedes entries that name nothing",
     "out_of_sync": "files the index disagrees with",
     "unreadable": "files that could not be indexed",
+    "read_with_problems": "notes indexed despite problems in the file (the rest of each is searchable)",
     "duplicates": "near-duplicate notes (cosine >= {duplicate_cosine:g})",
     "secrets": "likely secrets (masked in results; still in the files)",
 }

@@ -130,7 +130,8 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
     def inventory() -> dict[str, Any]:
         """Check the memory for problems: topics with several current notes, stale or never used
         notes, notes without topic or tags, broken `supersedes`, files out of sync with the index,
-        near-duplicates, likely secrets. Use it when asked to tidy up the memory.
+        unreadable files, notes read despite problems (malformed frontmatter), near-duplicates,
+        likely secrets. Use it when asked to tidy up the memory.
 
         Returns `counts` per section, `clean`, and the first few findings of each section.
         """
