@@ -46,3 +46,40 @@ def test_unknown_key_and_bad_values_are_clear_errors(tmp_path):
         resolve({"search": {"mode": "fuzzy"}}, env={})
     with pytest.raises(ConfigError, match="not found"):
         resolve({"config": str(tmp_path / "missing.toml")}, env={})
+
+
+@pytest.mark.parametrize("toml, message", [
+    ('vaults = 5', "vaults must be a table"),
+    ('[vaults]\nclaude = 5', "vaults must be a table"),
+    ('state_dir = 5', "state_dir must be text"),
+    ('[search]\nk = "ten"', r"\[search\] k must be a whole number, not 'ten'"),
+    ('[search]\nk = 2.5', r"\[search\] k must be a whole number"),
+    ('[search]\nk = 0', r"\[search\] k must be more than 0, not 0"),
+    ('[search]\ntext_weight = -1', r"\[search\] text_weight must be at least 0, not -1"),
+    ('[search]\nvector_weight = nan', r"\[search\] vector_weight must be a number"),
+    ('[search]\nmode = 3', r"\[search\] mode must be text"),
+    ('[daemon]\ndebounce_ms = -5', r"\[daemon\] debounce_ms must be at least 0"),
+    ('[daemon]\nunwatched_seconds = 0', r"\[daemon\] unwatched_seconds must be more than 0"),
+    ('[index]\nmark_superseded = "maybe"', r"\[index\] mark_superseded must be true or false, not 'maybe'"),
+    ('[index]\nexclude = [1, 2]', r"\[index\] exclude must be a list of strings"),
+    ('[inventory]\nstale_days = true', r"\[inventory\] stale_days must be a number"),
+])
+def test_a_wrong_type_or_range_in_the_config_file_is_named_with_what_it_wants(tmp_path, toml, message):
+    """`vaults = [...]` (a list) crashed with a traceback, `debounce_ms = -5` and
+    `mark_superseded = "maybe"` (read as false) passed unseen."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(toml + "\n")
+    with pytest.raises(ConfigError, match=message):
+        resolve({"config": str(cfg)}, env={})
+
+
+def test_vaults_in_the_config_file_as_a_table_or_a_list(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for toml in (f'[vaults]\nnotes = "{a}"\nwork = "{b}"\n', f'vaults = ["notes={a}", "{b}"]\n'):
+        cfg = tmp_path / "c.toml"
+        cfg.write_text(toml)
+        s = resolve({"config": str(cfg)}, env={})
+        assert [(v.name, v.root) for v in s.vaults] == [("notes", a), ("work" if "work" in toml else "b", b)]
+    cfg.write_text('[index]\nmark_superseded = "yes"\ninclude = "notes/*.md"\n[search]\nk = "7"\n')
+    s = resolve({"config": str(cfg)}, env={})
+    assert (s.index.mark_superseded, s.index.include, s.search.k) == (True, ("notes/*.md",), 7)

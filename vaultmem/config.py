@@ -9,6 +9,7 @@ equal.
 from __future__ import annotations
 
 import copy
+import math
 import os
 import re
 import tomllib
@@ -292,7 +293,7 @@ def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = No
             for part in path[:-1]:
                 target = target[part]
             target[path[-1]] = env[var]
-    vault_items: list[tuple[str | None, str]] = [(n, p) for n, p in data["vaults"].items()]
+    vault_items = _config_vaults(data["vaults"])
     if env.get("VAULTMEM_VAULTS"):
         vault_items = [parse_vault_arg(p) for p in env["VAULTMEM_VAULTS"].split(os.pathsep) if p]
 
@@ -304,12 +305,14 @@ def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = No
         over = {k: v for k, v in (flags.get(section) or {}).items() if v is not None}
         _merge(data[section], over, f"flags [{section}]")
 
+    if not isinstance(data["state_dir"], str):
+        raise ConfigError(f"state_dir must be text (a directory), not {data['state_dir']!r}")
     state_dir = Path(os.path.expanduser(data["state_dir"])) if data["state_dir"] else default_state_dir()
     try:
         settings = Settings(
             state_dir=state_dir.resolve(),
             vaults=make_vaults(vault_items),
-            **{name: cls(**{k: _coerce(DEFAULTS[name][k], v, k) for k, v in data[name].items()})
+            **{name: cls(**{k: _coerce(DEFAULTS[name][k], v, f"[{name}] {k}") for k, v in data[name].items()})
                for name, cls in SECTIONS.items()},
             config_file=config_file,
             debug=bool(flags.get("debug")),
@@ -320,21 +323,60 @@ def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = No
     return settings
 
 
-def _coerce(default: Any, value: Any, key: str) -> Any:
+def _config_vaults(value: Any) -> list[tuple[str | None, str]]:
+    """The config file's vaults: a table of name = "directory", or a list of directories
+    (each DIR or NAME=DIR, as --vault takes them)."""
+    if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
+        return [(str(n), p) for n, p in value.items()]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [parse_vault_arg(v) for v in value]
+    raise ConfigError('vaults must be a table of name = "directory" ([vaults] claude = "~/.claude") '
+                      f'or a list of directories, not {value!r}')
+
+
+_KINDS = {bool: "true or false", int: "a whole number", float: "a number", list: "a list of strings", str: "text"}
+
+
+def _coerce(default: Any, value: Any, where: str) -> Any:
+    """`value` as the type of `default` (config files, the environment and flags all arrive
+    here), or a ConfigError that says which setting wants what: `k = "ten"` was reported as
+    "invalid literal for int() with base 10", and `mark_superseded = "maybe"` read as false."""
+    kind = type(default)
     try:
-        if isinstance(default, bool):
-            return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
-        if isinstance(default, int):
-            return int(value)
-        if isinstance(default, float):
-            return float(value)
-        if isinstance(default, list):
-            if isinstance(value, str):
-                value = [value]
-            return tuple(str(v) for v in value)
-        return str(value)
-    except (TypeError, ValueError) as err:
-        raise ConfigError(f"setting '{key}': cannot use {value!r} ({err})") from err
+        if kind is bool:
+            if isinstance(value, bool):
+                return value
+            word = str(value).strip().lower()
+            if word in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                return word in ("1", "true", "yes", "on")
+        elif kind is int:
+            number = float(value) if isinstance(value, str) else value
+            if not isinstance(number, bool) and isinstance(number, (int, float)) and float(number).is_integer():
+                return int(number)
+        elif kind is float:
+            if not isinstance(value, bool):
+                number = float(value)
+                if math.isfinite(number):
+                    return number
+        elif kind is list:
+            items = [value] if isinstance(value, str) else value
+            if isinstance(items, list) and all(isinstance(v, str) for v in items):
+                return tuple(items)
+        elif isinstance(value, str):
+            return value
+    except (TypeError, ValueError, OverflowError):
+        pass
+    raise ConfigError(f"{where} must be {_KINDS[kind]}, not {value!r}")
+
+
+# Number settings must be at least 0 (0 turns intervals and weights off); these must be more.
+_POSITIVE = {
+    "index": ("max_file_bytes", "batch_files"),
+    "embedder": ("batch_size",),
+    "search": ("k", "candidates", "rrf_k", "snippet_chars"),
+    "daemon": ("unwatched_seconds", "optimize_after_commits", "max_request_bytes", "client_idle_seconds", "max_clients"),
+    "agent": ("hook_tokens", "recall_tokens", "section_chars"),
+}
 
 
 def _validate(s: Settings) -> None:
@@ -346,8 +388,13 @@ def _validate(s: Settings) -> None:
         raise ConfigError(f"embedder kind must be use, e5, ollama or openai, not '{s.embedder.kind}'")
     if s.embedder.vector_dtype not in ("float16", "float32"):
         raise ConfigError("embedder vector_dtype must be float16 or float32")
-    if s.search.k < 1 or s.search.candidates < 1:
-        raise ConfigError("search k and candidates must be at least 1")
+    for name in SECTIONS:
+        for key, value in vars(getattr(s, name)).items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            if value < 0 or (value == 0 and key in _POSITIVE.get(name, ())):
+                least = "more than 0" if key in _POSITIVE.get(name, ()) else "at least 0"
+                raise ConfigError(f"[{name}] {key} must be {least}, not {value:g}")
     if not 0.0 < s.search.feedback_alpha <= 1.0:
         raise ConfigError("search feedback_alpha must be in (0, 1]")
     if not 0.0 < s.inventory.duplicate_cosine <= 1.0:
