@@ -76,6 +76,16 @@ def test_batch_runs_plain_and_json_lines_and_reports_bad_ones(indexed):
     assert len(out[1]["hits"]) == 1
     assert "error" in out[2] and out[2]["hits"] == []
     assert "1 batch line(s) could not be run: line 3:" in r.stderr
+    # a line of another encoding is that line's error (it was a traceback); a BOM is no error
+    batch = state.parent / "batch.txt"
+    batch.write_bytes(b"\xef\xbb\xbfship\n\xff\xfe not utf-8\n   \nship release\n")
+    r = run_cli("query", "--batch", str(batch), "--state-dir", str(state), "--json")
+    out = [json.loads(x) for x in r.stdout.splitlines()]
+    assert r.returncode == 0 and "Traceback" not in r.stderr and len(out) == 3
+    assert out[0]["hits"] and out[1] == {"error": "line 2: not UTF-8 text", "hits": []} and out[2]["hits"]
+    for missing in (state.parent / "nowhere.txt", state.parent):
+        r = run_cli("query", "--batch", str(missing), "--state-dir", str(state), "--json")
+        assert r.returncode == 2 and r.stderr.startswith(f"vaultmem: error: cannot read batch file {missing}: ")
 
 
 def test_human_output_and_explain(indexed):

@@ -369,13 +369,21 @@ def _run_batch(path: str, opts: dict, backend) -> int:
     its place and the batch goes on (exit 0: the results are all there); stderr says how many."""
     failed: list[str] = []
     try:
-        stream = sys.stdin if path == "-" else open(path, encoding="utf-8")
+        try:
+            stream = sys.stdin.buffer if path == "-" else open(path, "rb")
+        except OSError as err:
+            raise UsageError(f"cannot read batch file {path}: {err.strerror or err}") from None
         with stream:
-            for n, line in enumerate(stream, 1):
-                line = line.strip()
-                if not line:
+            for n, raw in enumerate(stream, 1):
+                try:  # each line decoded alone: one bad line is one error line, not a traceback
+                    line = raw.decode("utf-8-sig" if n == 1 else "utf-8").strip()
+                except UnicodeDecodeError:
+                    line = None
+                if line == "":
                     continue
                 try:
+                    if line is None:
+                        raise UsageError("not UTF-8 text")
                     if line.startswith("{"):
                         item = json.loads(line)
                         if not isinstance(item, dict):
