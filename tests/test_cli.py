@@ -155,6 +155,22 @@ def test_errors_are_one_line_with_meaningful_codes(tmp_path):
     assert r.returncode == 2 and "Traceback" not in r.stderr
 
 
+def test_bytes_that_are_no_utf8_in_arguments_or_stdin_are_one_line_errors(indexed, tmp_path):
+    """They reached Python as lone surrogates and failed later, as a traceback, wherever the
+    text was written (the catalog, a note)."""
+    import subprocess
+    import sys
+    from conftest import ROOT
+    vault, state = indexed
+    for args in (("query", "ship \udcff"), ("remember", "--topic", "t\udcff", "text"), ("feedback", "\udcff", "--useful")):
+        r = run_cli(*args, "--state-dir", str(state))
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "is not UTF-8 text" in r.stderr, (args, r.stderr)
+    r = subprocess.run([sys.executable, "-m", "vaultmem.cli", "remember", "--topic", "t", "-", "--state-dir", str(state),
+                        "--vault", str(vault), "--no-daemon"], input=b"caf\xe9\n", capture_output=True, cwd=ROOT)
+    assert r.returncode == 2 and b"stdin is not UTF-8" in r.stderr and b"Traceback" not in r.stderr
+    assert sorted(p.name for p in (vault / "memory").iterdir()) == ["deploy.md", "old.md"], "no note written"
+
+
 def test_status_lists_counts(indexed):
     _, state = indexed
     st = json.loads(run_cli("status", "--state-dir", str(state), "--json").stdout)

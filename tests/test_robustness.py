@@ -193,6 +193,17 @@ def test_wrongly_typed_fields_of_every_op_are_usage_errors_and_write_nothing(dae
         out = daemon.request({"op": "remember", "topic": value, "text": "some text"})
         assert out["ok"] is False and out["code"] == "UsageError", (value, out)
     assert answered == 34 * len(bad)
+    # a lone surrogate, which JSON can spell ("\\udcff"), failed as an internal error wherever the
+    # text was written (a catalog lookup, a note): it is a usage error like any other bad text
+    import socket as socketlib
+    for op, (base, names) in fields.items():
+        for name in names:
+            for value in ("a\udcffb", ["\ud800"]):
+                with socketlib.socket(socketlib.AF_UNIX) as c:
+                    c.connect(str(daemon.sock))
+                    c.sendall(json.dumps({"op": op, **base, name: value}).encode() + b"\n")  # ASCII escapes
+                    out = json.loads(c.makefile("rb").readline())
+                assert out["ok"] is False and out["code"] == "UsageError" and "surrogate" in out["error"], (op, name, out)
     many = daemon.request({"op": "shown", "notes": ["v:memory/a.md"] * 101})
     assert many["ok"] is False and many["code"] == "UsageError"
     assert daemon.request({"op": "shown", "notes": ["v:memory/a.md", "v:memory/none.md"]})["recorded"] == 1

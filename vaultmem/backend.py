@@ -10,6 +10,7 @@ import sys
 from .client import Client, DaemonUnavailable, socket_path
 from .config import Settings
 from .errors import UsageError, VaultmemError
+from .query import check_unicode
 
 ERROR_CODES = {"UsageError": 2, "ConfigError": 2, "IndexMissingError": 3, "EmbedderMismatchError": 4,
                "EmbedderError": 5}
@@ -53,6 +54,7 @@ class Backend:
             self.client = None
 
     def request(self, req: dict) -> dict:
+        check_unicode(req)  # before it is sent: the client could not even encode it
         if self.client is not None:
             out = self.client.request({**req, "state_dir": self.state_dir})
             if not out.get("ok"):

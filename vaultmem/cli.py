@@ -513,7 +513,11 @@ def cmd_remember(args: argparse.Namespace) -> int:
     if args.text in ([], ["-"]):
         if sys.stdin.isatty() and args.text == []:
             raise UsageError("give the note's text as an argument, or '-' to read it from stdin")
-        text = sys.stdin.read()
+        try:
+            text = sys.stdin.buffer.read().decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise UsageError(f"the note's text on stdin is not UTF-8 (invalid byte at offset {err.start}); "
+                             "`iconv -f ENCODING -t UTF-8` converts it") from None
     else:
         text = " ".join(args.text)
     out = _run(args, {"op": "remember", "topic": args.topic, "text": text, "tags": args.tag, "kind": args.kind,
@@ -677,6 +681,13 @@ COMMANDS = {"index": cmd_index, "query": cmd_query, "status": cmd_status, "reind
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    # bytes that are no UTF-8 reach Python as lone surrogates, which fail only later, as a
+    # traceback, when the query, topic or path is written anywhere
+    bad = next((a for a in argv if any("\udc80" <= c <= "\udcff" for c in a)), None)
+    if bad is not None:
+        print(f"vaultmem: error: argument {bad.encode('utf-8', 'surrogateescape')!r} is not UTF-8 text", file=sys.stderr)
+        return 2
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()

@@ -40,6 +40,7 @@ from .client import Client, DaemonUnavailable
 from .config import Settings, Vault, cache_dir
 from .errors import VaultmemError
 from .index import SyncReport, VaultIndex, embedder_identity
+from .query import check_unicode
 from .scan import dir_excluded, is_note_path, relpath_in
 from .search import Searcher
 from .usage import Usage
@@ -738,6 +739,7 @@ class Daemon:
             return {"ok": False, "code": "wrong_state_dir",
                     "error": f"this daemon serves {self.settings.state_dir}, not {want}"}
         try:
+            check_unicode(req)
             out = handler(req)
         except VaultmemError as err:
             return {"ok": False, "code": type(err).__name__, "error": str(err)}

@@ -5,6 +5,7 @@ never a crash). Standard library only: the thin client imports this, and nothing
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import re
 import time
@@ -42,6 +43,17 @@ class Query:
 OPTIONS = ("text", "k", "tags", "tag", "any_tags", "kinds", "kind", "topic", "vaults", "vault", "path",
            "history", "mode", "explain", "half_life", "as_of", "task", "record",
            "section_chars", "since", "until", "where")
+
+
+def check_unicode(req: dict) -> None:
+    """Every string in the request is Unicode text. JSON can spell a lone surrogate ("\\udcff"),
+    and so do bytes that are no UTF-8 on a command line; either failed only when the text was
+    written somewhere (a catalog lookup, a note), as an internal error."""
+    try:
+        json.dumps(req, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:
+        bad = err.object[err.start]
+        raise UsageError(f"the request holds {bad!r}, half of a surrogate pair: not Unicode text") from None
 
 
 def text_field(req: dict, key: str, required: str | None = None, one_line: bool = False) -> str | None:
