@@ -117,6 +117,59 @@ def test_bad_files_while_the_daemon_runs_are_skipped_and_listed(daemon):
     assert daemon.paths("okapi") == ["memory/good.md"]
 
 
+def _small_disk(path, size: str):
+    """A tmpfs of `size` at `path` (needs root), or None where it cannot be had."""
+    import subprocess
+    path.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True)
+    return path if r.returncode == 0 else None
+
+
+@pytest.mark.slow
+def test_a_full_disk_is_said_in_one_line_retried_with_a_pause_and_recovered_from(tmp_path):
+    """On a full disk the daemon's writer retried at once, in a loop: 75,000 failed batches and
+    55 MB of tracebacks in 25 seconds, on the disk that was full. `vaultmem index` died with a
+    Lance traceback. Now: one line and exit 6; the daemon waits longer each time, says so in
+    status, answers queries meanwhile, and once there is room the index is what the files say."""
+    import subprocess
+    from conftest import run_cli
+    small = _small_disk(tmp_path / "small", "1m")
+    if small is None:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        vault = tmp_path / "vault"
+        words = "deploy rollback schedule review cache latency index budget ledger".split()
+        for i in range(400):
+            body = " ".join(words[(i * 7 + j) % len(words)] for j in range(60))
+            atomic_save(vault / f"memory/n{i:03d}.md", note(f"topic {i}", f"note{i} {body}\n"))
+        r = run_cli("index", "--vault", f"v={vault}", "--state-dir", str(small / "cli"))
+        assert r.returncode == 6, r.stderr
+        assert r.stderr.count("\n") == 1 and "no space left on the disk of" in r.stderr and "Traceback" not in r.stderr
+        subprocess.run(["rm", "-rf", str(small / "cli")], check=True)
+
+        d = DaemonProc(vault, small / "state", tmp_path / "run" / "vaultmem.sock")
+        d.log = tmp_path / "daemon.log"  # not on the full disk
+        d.start()
+        st = d.wait_for(lambda: d.request({"op": "status"})["write_failure"], timeout=30)
+        assert "no space left" in st["error"]
+        time.sleep(4)
+        log = d.log.read_text()
+        assert log.count("tries again in") <= 5 and "Traceback" not in log, log[-2000:]
+        assert d.request({"op": "query", "text": "deploy"})["ok"], "queries answered meanwhile"
+        subprocess.run(["mount", "-o", "remount,size=40m", str(small)], check=True)
+        d.wait_for(lambda: (lambda x: x["notes"] == 400 and x["pending"] == 0 and x["write_failure"] is None)(
+            d.request({"op": "status"})), timeout=60)
+        assert d.paths("note123") == ["memory/n123.md"]
+        assert d.stop() == 0
+        from vaultmem.config import resolve
+        from vaultmem.index import VaultIndex
+        s = resolve({"state_dir": str(small / "state"), "vaults": [f"v={vault}"]}, env={})
+        with VaultIndex(s) as idx:
+            assert (idx.fulltext.num_docs(), idx.vectors.count(), idx.catalog.pending()) == (400, 400, set())
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)
+
+
 def _rss_mb(pid: int) -> float:
     for line in open(f"/proc/{pid}/status"):
         if line.startswith("VmRSS:"):

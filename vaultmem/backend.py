@@ -13,7 +13,7 @@ from .errors import UsageError, VaultmemError
 from .query import check_unicode
 
 ERROR_CODES = {"UsageError": 2, "ConfigError": 2, "IndexMissingError": 3, "EmbedderMismatchError": 4,
-               "EmbedderError": 5}
+               "EmbedderError": 5, "DiskFullError": 6}
 
 
 class DaemonError(VaultmemError):

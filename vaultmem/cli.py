@@ -24,11 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import UsageError, VaultmemError
+from .errors import DiskFullError, UsageError, VaultmemError, is_disk_full
 
 EPILOG = """exit codes: 0 ok, 1 query found nothing / inventory has findings / forget declined,
 2 usage or config error, 3 no index yet, 4 embedder changed (run `vaultmem index --rebuild`),
-5 embedder failed"""
+5 embedder failed, 6 no space left on the disk of the index"""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -451,6 +451,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         if st.get("last_reconcile"):
             lr = st["last_reconcile"]
             print(f"last reconcile {lr['at']} ({lr['reason']}): {lr['summary']}")
+        if st.get("write_failure"):
+            wf = st["write_failure"]
+            print(f"writing the index failed {wf['failures']} time(s) in a row, last at {wf['at']}: {wf['error']} "
+                  f"(the daemon tries again within {wf['retry_in_s']:g} s; queries are answered as last indexed)")
         w = st.get("watch")
         if w and w["watched"] < w["directories"]:
             print(f"watching only {w['watched']} of {w['directories']} directories (inotify watch limit "
@@ -714,8 +718,18 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as err:
         if args.debug:
             traceback.print_exc()
+        if is_disk_full(err):
+            print(f"vaultmem: error: no space left on the device: {err}", file=sys.stderr)
+            return DiskFullError.exit_code
         print(f"vaultmem: error: {err}", file=sys.stderr)
         return 2
+    except Exception as err:
+        if not is_disk_full(err):  # a bug: its traceback is what a report needs
+            raise
+        if args.debug:
+            traceback.print_exc()
+        print(f"vaultmem: error: no space left on the device ({err})", file=sys.stderr)
+        return DiskFullError.exit_code
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from watchdog.observers import Observer
 from . import __version__, inventory, ops
 from .client import Client, DaemonUnavailable
 from .config import Settings, Vault, cache_dir
-from .errors import VaultmemError
+from .errors import VaultmemError, is_disk_full
 from .index import SyncReport, VaultIndex, embedder_identity
 from .query import check_unicode
 from .scan import dir_excluded, is_note_path, relpath_in
@@ -101,6 +101,7 @@ def _return_free_memory() -> None:
 # vault, and 30-45 MB each 500 single-note edits. (The model's word table gives back its own
 # pages after every embed call: UseEmbedder._release_pages.)
 RELEASE_AFTER_CHUNKS = 500
+RETRY_MAX_SECONDS = 300.0  # the longest wait before a reconcile after failed write batches
 
 
 def _rss_mb() -> float:
@@ -354,6 +355,9 @@ class Daemon:
         self.commits_since_optimize = 0
         self.in_flight = 0
         self.embedded_since_release = 0
+        self._failures = 0  # write batches failed in a row: the retry waits 1, 2, 4 ... RETRY_MAX_SECONDS s
+        self.write_failure: dict[str, Any] | None = None  # the last one, while writes keep failing (status)
+        self._retry: threading.Timer | None = None
         self.writer: VaultIndex | None = None
         self.reader: VaultIndex | None = None
         self.usage: Usage | None = None
@@ -442,8 +446,9 @@ class Daemon:
                                id="watch-check")
         self.scheduler.add_job(self._check_roots, "interval", seconds=ROOT_CHECK_SECONDS, id="root-check")
         self.scheduler.start()
-        sd_notify(f"READY=1\nSTATUS=watching {len(vaults)} vault(s), {work.result.get('summary', '')}")
-        log.info("ready: %s; serving %s", work.result.get("summary", ""), self.socket_path)
+        summary = work.result.get("summary") or "the start-up reconcile failed; it is retried"
+        sd_notify(f"READY=1\nSTATUS=watching {len(vaults)} vault(s), {summary}")
+        log.info("ready: %s; serving %s", summary, self.socket_path)
         self._check_watches(rewatch=False)  # after readiness: it walks every directory of the vaults
         threading.Thread(target=self._warm_up, name="vaultmem-warm-up", daemon=True).start()
 
@@ -633,16 +638,34 @@ class Daemon:
             self.in_flight = len(batch)  # counted as pending until searchable
             try:
                 self._apply(batch)
-            except Exception:  # one bad batch must not kill the writer; the next reconcile repairs
-                log.exception("a write batch failed; a reconcile will follow")
+                self._failures, self.write_failure = 0, None
+            except Exception as err:  # one bad batch must not kill the writer; a reconcile repairs
+                self._failures += 1
+                delay = min(RETRY_MAX_SECONDS, 2.0 ** (self._failures - 1))
+                self.write_failure = {"at": _iso(time.time()), "error": str(err) or type(err).__name__,
+                                      "failures": self._failures, "retry_in_s": delay}
+                if is_disk_full(err):  # said in one line: a traceback a second would fill the disk more
+                    log.error("%s; the daemon tries again in %.0f s", err, delay)
+                else:
+                    log.exception("a write batch failed; a reconcile will follow in %.0f s", delay)
                 if not stop:
-                    self.queue.put(Work("reconcile", reason="after a failed batch"))
+                    self._retry_after(delay)
             self.in_flight = 0
             for w in batch:
                 if w.done is not None:
                     w.done.set()
             if stop:
                 return
+
+    def _retry_after(self, delay: float) -> None:
+        """A reconcile after `delay` seconds, unless one is already waiting. Enqueued at once, a
+        failure that lasts (a full disk) made the writer retry in a loop: 75,000 failed batches
+        and 55 MB of log in 25 seconds."""
+        if self._retry is not None and self._retry.is_alive():
+            return
+        self._retry = threading.Timer(delay, lambda: self.enqueue(Work("reconcile", reason="after a failed batch")))
+        self._retry.daemon = True
+        self._retry.start()
 
     def _apply(self, batch: list[Work]) -> None:
         assert self.writer is not None
@@ -781,6 +804,7 @@ class Daemon:
             "vaults": vaults,
             "embedder": ident, "dim": dim, "state_dir": str(self.settings.state_dir),
             "socket": self.socket_path, "last_reconcile": self.last_reconcile, "watch": self.watch,
+            "write_failure": self.write_failure,
             "last_inventory": _iso(inventory.last_saved(self.settings.state_dir)),
             "uptime_s": round(time.time() - self.started, 1), "skipped_files": skipped,
         }

@@ -36,7 +36,10 @@ def transaction(db: sqlite3.Connection) -> Iterator[None]:
     db.execute("BEGIN IMMEDIATE")  # take the write lock now, not at the first write
     try:
         yield
+        db.execute("COMMIT")
     except BaseException:
-        db.execute("ROLLBACK")
+        # also when COMMIT itself fails (a full disk): left open, the transaction would swallow
+        # every later change, each taken for "inside another transaction" and never committed
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         raise
-    db.execute("COMMIT")

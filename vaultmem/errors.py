@@ -1,6 +1,8 @@
 """The one error hierarchy. Every message is meant for a user: it says what went wrong and,
 where there is one, what to do about it. Nothing here imports anything heavy."""
 
+import errno
+
 
 class VaultmemError(Exception):
     """Base class: the CLI prints str(err) as one line and exits with `exit_code`
@@ -37,3 +39,26 @@ class EmbedderError(VaultmemError):
     """The embedder failed (a remote endpoint is down, answered garbage, ...)."""
 
     exit_code = 5
+
+
+class DiskFullError(VaultmemError):
+    """The disk that holds the index is full (or the user's quota is used up)."""
+
+    exit_code = 6
+
+
+# how a full disk reads in the engines' errors: OSError, SQLite, Lance and Tantivy (Rust io errors)
+_FULL = ("no space left on device", "disk quota exceeded", "database or disk is full")
+
+
+def is_disk_full(err: BaseException | None) -> bool:
+    """`err`, or an error it was raised from, says the disk is full."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        seen.add(id(err))
+        if isinstance(err, DiskFullError) or isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        if any(s in str(err).lower() for s in _FULL):
+            return True
+        err = err.__cause__ or err.__context__
+    return False

@@ -175,6 +175,18 @@ class FullText:
             self._writer.commit()
         self.index.reload()
 
+    def discard_writes(self) -> None:
+        """After a failed write: drop what was not committed, and the writer with it. Tantivy
+        kills a writer whose thread hit an I/O error (a full disk), and every later commit
+        failed with "An index writer was killed"; the next write opens a new one."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.rollback()
+            except Exception:  # a killed writer cannot roll back; dropping it releases its lock
+                pass
+            del writer
+
     def close(self) -> None:
         """Drop uncommitted writes, let running merges finish, release the writer lock."""
         if self._writer is not None:

@@ -12,6 +12,7 @@ each note's `superseded_by` frontmatter line is kept in line with its state, thr
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import logging
 import os
@@ -26,7 +27,7 @@ import numpy as np
 from .catalog import Catalog, FileState, chunk_id
 from .config import Settings, Vault
 from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
-from .errors import IndexMissingError, UsageError, VaultmemError
+from .errors import DiskFullError, IndexMissingError, UsageError, VaultmemError, is_disk_full
 from .fulltext import FullText
 from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
 from . import writing
@@ -63,6 +64,39 @@ class SyncReport:
         ) + (f"; {len(self.moved)} moved" if self.moved else "") + (
             f"; superseded_by line updated in {self.marked} note{'s' if self.marked != 1 else ''}" if self.marked else "") + (
             f"; vault {', '.join(self.missing)} not found, its notes kept as last indexed" if self.missing else "")
+
+
+def _writes(method):
+    """A method that writes the index. When it fails, what the full-text writer holds
+    uncommitted is dropped (what was left undone is marked pending in the catalog and redone by
+    the next sync, as after a crash), and a full disk, however the engine says it (an OSError,
+    a SQLite, Lance or Tantivy error), becomes a DiskFullError that says what to do."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except BaseException as err:
+            self.fulltext.discard_writes()
+            full = isinstance(err, Exception) and not isinstance(err, VaultmemError) and (
+                is_disk_full(err) or _no_room(self.state_dir))
+            if not full:
+                raise
+            raise DiskFullError(f"no space left on the disk of {self.state_dir} to write the index; free some "
+                                "space and run it again (what was left undone is redone then)") from err
+    return wrapper
+
+
+NO_ROOM_BYTES = 32 << 20
+
+
+def _no_room(path: Path) -> bool:
+    """Under NO_ROOM_BYTES free where `path` is. A full disk does not always say so: once Tantivy's
+    writer thread hits the I/O error, every later write fails with "An index writer was killed"."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < NO_ROOM_BYTES
 
 
 def file_digest(data: bytes) -> str:
@@ -186,6 +220,7 @@ class VaultIndex:
         names = {v.name for v in served}
         return [v.status() for v in served] + [v.status(configured=False) for v in self.vaults() if v.name not in names]
 
+    @_writes
     def drop_vaults(self, names: list[str]) -> SyncReport:
         """Take vaults' notes out of the index: the user removed them from the config, and asked
         (`vaultmem reindex --drop-vault`). Their files are not touched. Refused, before anything
@@ -219,6 +254,7 @@ class VaultIndex:
         if self._vectors is not None:
             self._vectors.table.checkout_latest()
 
+    @_writes
     def optimize(self) -> None:
         """Upkeep: compact the vector table and drop its old versions; let Tantivy delete files
         no segment uses. Run by the writer only."""
@@ -228,6 +264,7 @@ class VaultIndex:
 
     # -------------------------------------------------------------- sync
 
+    @_writes
     def sync(self, vaults: list[Vault] | None = None,
              progress: Callable[[int, int, int], None] | None = None) -> SyncReport:
         """Bring the index in line with every file of `vaults` (default: every known vault).
@@ -282,6 +319,7 @@ class VaultIndex:
                 out.setdefault(new, []).append(known.name)
         return out
 
+    @_writes
     def update(self, vault: Vault, paths: set[str]) -> SyncReport:
         """Bring the index in line with some vault-relative paths: files or directories, existing
         or gone. What to do is decided by looking at the disk, never at how the change was seen.
@@ -477,6 +515,7 @@ class VaultIndex:
         report.removed += len(gone)
         return True
 
+    @_writes
     def rebuild(self) -> None:
         """Forget everything indexed (not the vault list): the next sync re-reads every file."""
         import shutil
