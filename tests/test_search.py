@@ -246,3 +246,31 @@ def test_a_query_of_punctuation_alone_finds_nothing_in_any_mode(env):
             assert env.query(text, mode=mode) == [], (text, mode)
     assert [h.path for h in env.query("the ship?")][:1] == ["memory/a.md"]  # words among punctuation count
     assert env.query("with", mode="text")  # a stop word alone is still a word
+
+
+def test_a_query_is_answered_when_its_retrieval_cannot_be_recorded(env, caplog):
+    """Recording which notes a query returned is a write (usage.sqlite3); on a full disk it
+    failed, and the query with it."""
+    import logging
+    from vaultmem.index import VaultIndex
+    from vaultmem.query import Query
+    from vaultmem.search import Searcher
+    from vaultmem.usage import Usage
+    env.write("memory/a.md", note("a", "The okapi hides in the forest.\n"))
+    env.sync()
+    usage = Usage(env.state)
+    try:
+        usage.db.execute("PRAGMA query_only = 1")  # every write now fails, as on a full disk
+        with VaultIndex(env.settings()) as idx, caplog.at_level(logging.WARNING, logger="vaultmem.usage"):
+            searcher = Searcher(idx, usage)
+            for _ in range(3):
+                hits, _ = searcher.search(Query("okapi", mode="text"))
+                assert [h.path for h in hits] == ["memory/a.md"]
+        said = [r.getMessage() for r in caplog.records if r.name == "vaultmem.usage"]
+        assert len(said) == 1 and "queries are answered anyway" in said[0], "said once, not per query"
+        usage.db.execute("PRAGMA query_only = 0")
+        with VaultIndex(env.settings()) as idx:
+            Searcher(idx, usage).search(Query("okapi", mode="text"))
+        assert usage.retrievals()["v:memory/a.md"][0] == 1, "recorded again once it can be"
+    finally:
+        usage.close()

@@ -9,12 +9,16 @@ Keys are note keys (`vault:path`). Thread-safe: one connection behind a lock.
 
 from __future__ import annotations
 
+import logging
+import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Iterable
 
 from .db import connect, transaction
+
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
@@ -43,6 +47,7 @@ class Usage:
         self.lock = threading.Lock()
         self._retired: tuple[tuple[int, int], dict[str, float]] | None = None
         self._own_changes = 0
+        self._record_failed = False
         with self.lock:
             self.db.executescript(SCHEMA)
             self.db.execute("INSERT OR IGNORE INTO meta VALUES ('started', ?)", (str(time.time()),))
@@ -60,9 +65,22 @@ class Usage:
     # -------------------------------------------------------------- retrievals
 
     def record(self, hits: list[tuple[str, float]], task: str | None = None) -> None:
-        """One query's hits, best first, as (note key, score)."""
+        """One query's hits, best first, as (note key, score). Counting is not what the query
+        was for: when the records cannot be written (a full disk, a locked database), the query
+        is still answered, and the first such failure is logged until a record succeeds."""
         if not hits:
             return
+        try:
+            self._record(hits, task)
+        except sqlite3.Error as err:
+            if not self._record_failed:
+                log.warning("could not record which notes a query returned (%s); queries are answered "
+                            "anyway", err)
+            self._record_failed = True
+        else:
+            self._record_failed = False
+
+    def _record(self, hits: list[tuple[str, float]], task: str | None) -> None:
         now = time.time()
         with self.lock, transaction(self.db):
             self.db.executemany(
