@@ -122,7 +122,7 @@ def _not_utf8(data: bytes, first: int) -> tuple[str, str]:
         return legacy[0], f"not UTF-8: read as {legacy[1]}"
     text = data.decode("utf-8-sig", errors="surrogateescape")
     stray = _ESCAPED.findall(text)
-    if max(map(len, stray)) > 3 or sum(map(len, stray)) > 1.5 * len(stray):
+    if max(map(len, stray), default=0) > 3 or sum(map(len, stray)) > 1.5 * len(stray):
         raise Unreadable(f"not UTF-8 (invalid bytes from offset {first}: another encoding, or not text; "
                          "`iconv -f ENCODING -t UTF-8` converts a note)")
     text = _ESCAPED.sub(lambda m: bytes(ord(c) - 0xDC00 for c in m.group(0)).decode("cp1252", errors="replace"), text)
@@ -154,9 +154,6 @@ def _legacy_cjk(data: bytes) -> tuple[str, str] | None:
         if wide and needs.search(text) and len(script.findall(text)) >= 0.9 * wide:
             return text, name
     return None
-
-
-    return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
 class _TomlHandler(frontmatter.default_handlers.BaseHandler):
