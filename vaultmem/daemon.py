@@ -591,6 +591,8 @@ class Daemon:
             self.observer.stop()
         if self.scheduler is not None:
             self.scheduler.shutdown(wait=False)
+        if self._retry is not None:
+            self._retry.cancel()
         if self._writer_thread is not None:
             self.queue.put(Work("stop"))
             self._writer_thread.join(timeout=120)  # finishes the batch in hand, commits
