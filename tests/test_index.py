@@ -412,3 +412,28 @@ def test_past_the_exact_size_an_ann_index_answers_and_filters_lose_nothing(tmp_p
     extra /= np.linalg.norm(extra)
     v.replace(set(), [("c600", "v:n300.md", "h600", extra)])
     assert v.search(extra, 3)[0][0] == "c600"
+
+
+def test_files_a_killed_commit_left_behind_do_not_fail_the_next_one(env):
+    """After a SIGKILL during a full-text commit, the delete file it was writing stays on disk
+    (listed in Tantivy's .managed.json, not in meta.json); the next process's first commit
+    wanted the same name and failed with FileAlreadyExists, again on every retry (seen once in
+    the 50-SIGKILL test)."""
+    import json
+    env.write("memory/a.md", note("a", "alpha\n"))
+    env.write("memory/b.md", note("b", "beta\n"))
+    env.sync()
+    tv = env.state / "tantivy"
+    meta = json.loads((tv / "meta.json").read_text())
+    managed = json.loads((tv / ".managed.json").read_text())
+    for seg in meta["segments"]:  # what the killed commit wrote for the next few opstamps
+        for op in range(meta["opstamp"], meta["opstamp"] + 8):
+            name = f"{seg['segment_id'].replace('-', '')}.{op}.del"
+            (tv / name).write_bytes(b"half-written")
+            managed.append(name)
+    (tv / ".managed.json").write_text(json.dumps(managed))
+    env.write("memory/a.md", note("a", "alpha edited\n"))
+    report = env.sync()
+    assert report.updated == 1
+    assert [h.path for h in env.query("edited", mode="text")] == ["memory/a.md"]
+    assert all(p.read_bytes() != b"half-written" for p in tv.glob("*.del")), "the leftovers are gone"

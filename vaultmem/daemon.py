@@ -355,7 +355,7 @@ class Daemon:
         self.commits_since_optimize = 0
         self.in_flight = 0
         self.embedded_since_release = 0
-        self._failures = 0  # write batches failed in a row: the retry waits 1, 2, 4 ... RETRY_MAX_SECONDS s
+        self._failures = 0  # write batches failed in a row: the retry waits 0, 1, 2, 4 ... RETRY_MAX_SECONDS s
         self.write_failure: dict[str, Any] | None = None  # the last one, while writes keep failing (status)
         self._retry: threading.Timer | None = None
         self.writer: VaultIndex | None = None
@@ -642,8 +642,8 @@ class Daemon:
                 self._apply(batch)
                 self._failures, self.write_failure = 0, None
             except Exception as err:  # one bad batch must not kill the writer; a reconcile repairs
-                self._failures += 1
-                delay = min(RETRY_MAX_SECONDS, 2.0 ** (self._failures - 1))
+                self._failures += 1  # the first retry at once (a one-off), then after 1, 2, 4 ... s
+                delay = 0.0 if self._failures == 1 else min(RETRY_MAX_SECONDS, 2.0 ** (self._failures - 2))
                 self.write_failure = {"at": _iso(time.time()), "error": str(err) or type(err).__name__,
                                       "failures": self._failures, "retry_in_s": delay}
                 if is_disk_full(err):  # said in one line: a traceback a second would fill the disk more

@@ -136,6 +136,11 @@ class FullText:
         if self._writer is None:
             # 16 MB: the per-commit batches are small; a bigger arena only raises the daemon's RSS
             self._writer = self.index.writer(heap_size=16_000_000, num_threads=1)
+            # Files a killed process wrote for a commit it never finished (Tantivy lists each in
+            # .managed.json before writing it) are deleted first: one named as this writer's first
+            # commit would name its own ("<segment>.<opstamp>.del") failed that commit with
+            # FileAlreadyExists after a SIGKILL, and every retry of the same writer with it.
+            self._writer.garbage_collect_files()
         return self._writer
 
     def delete_notes(self, keys: list[str]) -> None:
