@@ -171,6 +171,28 @@ def test_bytes_that_are_no_utf8_in_arguments_or_stdin_are_one_line_errors(indexe
     assert sorted(p.name for p in (vault / "memory").iterdir()) == ["deploy.md", "old.md"], "no note written"
 
 
+def test_a_state_dir_that_cannot_be_opened_is_one_line(tmp_path):
+    """A read-only state directory (or a broken one) failed with an SQLite traceback."""
+    import subprocess
+    state = tmp_path / "state"
+    (state / "catalog.sqlite3").mkdir(parents=True)  # not a database file
+    r = run_cli("query", "x", "--state-dir", str(state), "--no-daemon")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "cannot open" in r.stderr, r.stderr
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(ro)], capture_output=True).returncode:
+        return  # mounting needs root: the read-only case is left to where it can be made
+    try:
+        vault = tmp_path / "vault"
+        write(vault, "memory/a.md", note("a", "alpha\n"))
+        assert run_cli("index", "--vault", str(vault), "--state-dir", str(ro / "st")).returncode == 0
+        subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
+        r = run_cli("query", "alpha", "--state-dir", str(ro / "st"), "--no-daemon")
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "is not writable" in r.stderr, r.stderr
+    finally:
+        subprocess.run(["umount", "-l", str(ro)], capture_output=True)
+
+
 def test_status_lists_counts(indexed):
     _, state = indexed
     st = json.loads(run_cli("status", "--state-dir", str(state), "--json").stdout)

@@ -9,20 +9,27 @@ Python's `with connection:` opens no transaction, and every statement inside it 
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from .errors import VaultmemError
 
 
 def connect(path: Path, timeout: float = 10.0) -> sqlite3.Connection:
     """An autocommit connection in WAL mode (readers never wait for the writer), usable from
     any thread (the caller serialises its use). `timeout`: how long a write waits for another
     writer's transaction."""
-    db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=timeout)
-    db.row_factory = sqlite3.Row
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA synchronous=NORMAL")
+    try:
+        db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=timeout)
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.Error as err:  # WAL needs its side files even to read: a read-only directory fails here
+        why = "" if os.access(path.parent, os.W_OK) else f" ({path.parent} is not writable; vaultmem needs to write there)"
+        raise VaultmemError(f"cannot open {path}: {err}{why}") from None
     return db
 
 
