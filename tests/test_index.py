@@ -437,3 +437,28 @@ def test_files_a_killed_commit_left_behind_do_not_fail_the_next_one(env):
     assert report.updated == 1
     assert [h.path for h in env.query("edited", mode="text")] == ["memory/a.md"]
     assert all(p.read_bytes() != b"half-written" for p in tv.glob("*.del")), "the leftovers are gone"
+
+
+def test_a_damaged_index_is_said_and_made_again_from_the_notes(env):
+    """Derived data lost on disk: a garbled Tantivy meta.json, or a Lance data file gone, made
+    every query (and `index`) end in an engine traceback."""
+    from vaultmem.errors import IndexMissingError
+    env.write("memory/a.md", note("deploy", "Deploy with make ship.\n"))
+    env.write("memory/b.md", note("cache", "Warm the cache first.\n"))
+    env.sync()
+    (env.state / "tantivy" / "meta.json").write_text("{garbage")
+    with pytest.raises(IndexMissingError, match="full-text index .* cannot be opened.*rebuild"):
+        VaultIndex(env.settings(), writable=False)
+    report = env.sync()  # a writer makes it again from the notes; the vectors are reused
+    assert (report.updated, report.chunks_embedded) == (2, 0)
+    assert [h.path for h in env.query("ship", mode="text")] == ["memory/a.md"]
+
+    for f in (env.state / "lance").rglob("data/*.lance"):
+        f.unlink()
+    with pytest.raises(IndexMissingError, match=r"vector index .* cannot be read .*reindex --rebuild"):
+        env.query("ship")
+    assert [h.path for h in env.query("ship", mode="text")] == ["memory/a.md"], "text search still answers"
+    with VaultIndex(env.settings(), writable=True) as idx:
+        idx.rebuild()
+        idx.sync(list(env.settings().vaults))
+    assert [h.path for h in env.query("ship")][:1] == ["memory/a.md"]

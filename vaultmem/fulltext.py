@@ -14,6 +14,7 @@ code; user text never reaches Tantivy's query parser.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import shutil
@@ -26,6 +27,8 @@ from .notes import Chunk, Note, index_text
 from .errors import IndexMissingError
 from .text import (CJK_RUN, MAX_WORD_CHARS, bigrams, canonical_words, cjk_runs, gram_tokens, normalize,
                    query_words, script_segments, split_identifiers, trigrams, word_trigrams)
+
+log = logging.getLogger(__name__)
 
 WORDS_TOKENIZER = "vm_words"
 # A bigram of hiragana alone is mostly grammar (particles, verb endings): it counts for less.
@@ -107,19 +110,20 @@ class TextQuery:
 class FullText:
     def __init__(self, directory: Path, writable: bool = True):
         """Open (or create) the index in `directory`. One made by an older vaultmem with other
-        fields is emptied when `writable` (`was_reset` tells the caller to re-add every note;
-        it is derived data), and refused otherwise."""
+        fields, or one that cannot be opened (a damaged meta.json), is emptied when `writable`
+        (`was_reset` tells the caller to re-add every note; it is derived data), and refused
+        otherwise."""
         directory.mkdir(parents=True, exist_ok=True)
         self.schema = _schema()
         self.was_reset = False
         try:
             self.index = tantivy.Index(self.schema, path=str(directory), reuse=True)
         except ValueError as err:
-            if "schema does not match" not in str(err):
-                raise
+            why = "has an older layout" if "schema does not match" in str(err) else f"cannot be opened ({err})"
             if not writable:
-                raise IndexMissingError(f"the full-text index in {directory.parent} has an older layout; "
+                raise IndexMissingError(f"the full-text index in {directory.parent} {why}; "
                                         "run `vaultmem index` (or restart the daemon) to rebuild it") from None
+            log.warning("the full-text index in %s %s; it is made again from the notes", directory.parent, why)
             shutil.rmtree(directory)
             directory.mkdir()
             self.index = tantivy.Index(self.schema, path=str(directory), reuse=True)

@@ -139,7 +139,6 @@ class VaultIndex:
             log.warning("the index in %s has an older layout; rebuilding it from the notes", self.state_dir)
             self.rebuild()
         elif self.fulltext.was_reset:  # vectors and catalog stand: the next sync re-reads every note
-            log.warning("the full-text index in %s has an older layout; re-adding every note", self.state_dir)
             self.catalog.set_meta("pipeline", "")
         self._vectors = None
         self._vectors_owner = share_vectors_of

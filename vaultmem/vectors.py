@@ -21,6 +21,7 @@ exactly.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -33,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 from lancedb.index import IvfPq
 
-from .errors import EmbedderMismatchError
+from .errors import EmbedderMismatchError, IndexMissingError, VaultmemError
 
 log = logging.getLogger(__name__)
 # Arrow's default pool (jemalloc) keeps freed memory for reuse; the daemon loads the table once
@@ -111,9 +112,28 @@ def in_list(column: str, values: set[str] | list[str]) -> str:
     return f"{column} IN ({', '.join(sql_str(v) for v in sorted(values))})"
 
 
+def _reads(method):
+    """A method that reads the table: when Lance cannot (a data file lost or damaged on disk),
+    the error says so and what to do, instead of a Lance traceback. The notes are the truth and
+    the table is derived from them: `vaultmem reindex --rebuild` makes it again."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        try:
+            return method(self, *args, **kwargs)
+        except VaultmemError:
+            raise
+        except (RuntimeError, OSError, pa.ArrowException) as err:
+            first = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise IndexMissingError(f"the vector index in {self.directory} cannot be read ({first}); "
+                                    "`vaultmem reindex --rebuild` makes it again from the notes (text search "
+                                    "works meanwhile: --mode text)") from err
+    return wrapper
+
+
 class Vectors:
     def __init__(self, directory: Path, embedder_id: str, dim: int, dtype: str = "float16"):
         directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
         # bounded caches: with the defaults, every commit's metadata stayed cached and the daemon
         # grew by ~135 MB over 300 single-note edits; with 16 MB caches it stays flat
         session = lancedb.Session(index_cache_size_bytes=CACHE_BYTES, metadata_cache_size_bytes=CACHE_BYTES)
@@ -145,9 +165,11 @@ class Vectors:
         self._memory_lock = threading.Lock()
         self._mask_cache: list[tuple] = []  # (view, allow, deny, mask), newest last
 
+    @_reads
     def count(self) -> int:
         return self.table.count_rows()
 
+    @_reads
     def vectors_for_hashes(self, hashes: set[str]) -> dict[str, np.ndarray]:
         """Stored vectors by content hash, so unchanged text is never embedded twice."""
         if not hashes:
@@ -190,6 +212,7 @@ class Vectors:
                 if self._memory.dead_share() > 0.5:
                     self._memory = None  # mostly tombstones: reload on next search
 
+    @_reads
     def _memory_view(self):
         with self._memory_lock:
             if self._memory is None:
@@ -200,6 +223,7 @@ class Vectors:
                                        got["hash"].to_pylist(), matrix)
             return self._memory, self._memory.view()
 
+    @_reads
     def search(self, vector: np.ndarray, limit: int, allow: set[str] | None = None,
                deny: set[str] | None = None) -> list[tuple[str, str, float]]:
         """(chunk id, note key, cosine similarity), best first; exact, filter first."""
@@ -251,6 +275,7 @@ class Vectors:
         top = top[np.argsort(-scores[top], kind="stable")]
         return [(memory.chunks[idx[t]], memory.notes[idx[t]], float(scores[t])) for t in top]
 
+    @_reads
     def note_vectors(self, keys: list[str]) -> tuple[list[str], np.ndarray]:
         """One unit vector per note (the normalised mean of its chunks), for the notes among
         `keys` that have any; used to find near-duplicate notes."""
