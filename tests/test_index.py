@@ -3,6 +3,7 @@ text is never re-embedded, bad files are skipped with a reason, and a restart af
 interrupted write converges to what the files say."""
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -462,3 +463,22 @@ def test_a_damaged_index_is_said_and_made_again_from_the_notes(env):
         idx.rebuild()
         idx.sync(list(env.settings().vaults))
     assert [h.path for h in env.query("ship")][:1] == ["memory/a.md"]
+
+
+def test_a_damaged_catalog_is_moved_aside_and_the_index_made_again(env):
+    """A catalog whose bytes are not a database stopped every writer with "cannot open"; the
+    daemon could never start again. A writer now keeps the damaged file (renamed) and rebuilds
+    from the notes; a reader still says what is wrong."""
+    from vaultmem.db import DatabaseUnreadable
+    env.write("memory/a.md", note("deploy", "Deploy with make ship.\n"))
+    env.sync()
+    catalog = env.state / "catalog.sqlite3"
+    catalog.write_bytes(b"\x13garbage, not SQLite" * 50)
+    for side in ("-wal", "-shm"):
+        Path(f"{catalog}{side}").unlink(missing_ok=True)
+    with pytest.raises(DatabaseUnreadable, match="file is not a database"):
+        VaultIndex(env.settings(), writable=False)
+    report = env.sync()
+    assert report.added == 1
+    assert [h.path for h in env.query("ship")] == ["memory/a.md"]
+    assert [p.name.split("-")[0] for p in env.state.glob("catalog.sqlite3.damaged-*")] == ["catalog.sqlite3.damaged"]

@@ -29,8 +29,21 @@ def connect(path: Path, timeout: float = 10.0) -> sqlite3.Connection:
         db.execute("PRAGMA synchronous=NORMAL")
     except sqlite3.Error as err:  # WAL needs its side files even to read: a read-only directory fails here
         why = "" if os.access(path.parent, os.W_OK) else f" ({path.parent} is not writable; vaultmem needs to write there)"
-        raise VaultmemError(f"cannot open {path}: {err}{why}") from None
+        raise DatabaseUnreadable(f"cannot open {path}: {err}{why}", damaged=isinstance(err, sqlite3.DatabaseError)
+                                 and any(s in str(err) for s in DAMAGED)) from None
     return db
+
+
+DAMAGED = ("file is not a database", "database disk image is malformed")  # SQLite's words for it
+
+
+class DatabaseUnreadable(VaultmemError):
+    """A database file that cannot be opened; `damaged` when SQLite says its bytes are wrong
+    (not when the directory is read-only or the file locked)."""
+
+    def __init__(self, message: str, damaged: bool = False):
+        super().__init__(message)
+        self.damaged = damaged
 
 
 @contextmanager

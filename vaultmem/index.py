@@ -25,6 +25,7 @@ from typing import Callable
 import numpy as np
 
 from .catalog import Catalog, FileState, chunk_id
+from .db import DatabaseUnreadable
 from .config import Settings, Vault
 from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
 from .errors import DiskFullError, IndexMissingError, UsageError, VaultmemError, is_disk_full
@@ -131,12 +132,14 @@ class VaultIndex:
                 f"no index in {self.state_dir}; run `vaultmem index --vault DIR --state-dir {self.state_dir}` first")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd: int | None = None
+        self._catalog_damaged = False
         if writable:
             self._take_lock()
-        self.catalog = Catalog(catalog_path, writer=writable)
+        self.catalog = self._open_catalog(catalog_path)
         self.fulltext = FullText(self.state_dir / "tantivy", writable=writable)
         if self.catalog.was_reset and writable:
-            log.warning("the index in %s has an older layout; rebuilding it from the notes", self.state_dir)
+            if not self._catalog_damaged:  # said already
+                log.warning("the index in %s has an older layout; rebuilding it from the notes", self.state_dir)
             self.rebuild()
         elif self.fulltext.was_reset:  # vectors and catalog stand: the next sync re-reads every note
             self.catalog.set_meta("pipeline", "")
@@ -146,6 +149,25 @@ class VaultIndex:
         self._model_cache = model_cache
         self._marking = False  # re-reading the notes mark_superseded wrote
         self._unmarkable: dict[str, str] = {}  # note -> the content mark_superseded gave up on
+
+    def _open_catalog(self, path: Path) -> Catalog:
+        """The catalog; a writer that finds it damaged on disk (SQLite: "file is not a database")
+        moves it aside and starts a new one, which rebuilds the index from the notes: the
+        catalog is derived from them. Failing instead, the daemon could never start again."""
+        try:
+            return Catalog(path, writer=self.writable)
+        except DatabaseUnreadable as err:
+            if not (self.writable and err.damaged):
+                raise
+        aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+        os.replace(path, aside)
+        for side in ("-wal", "-shm"):
+            Path(f"{path}{side}").unlink(missing_ok=True)
+        log.warning("the catalog %s is damaged (not a database); moved to %s, and the index is made again from "
+                    "the notes", path, aside.name)
+        catalog = Catalog(path, writer=True)
+        catalog.was_reset = self._catalog_damaged = True
+        return catalog
 
     def _take_lock(self) -> None:
         """The writer lock, an flock on `writer.lock`, which also holds the holder's pid so that
