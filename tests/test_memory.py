@@ -247,6 +247,9 @@ def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
     [partly] = f["read_with_problems"]
     assert partly["note"] == "v:memory/yaml.md" and "malformed frontmatter" in partly["problem"]
     assert "importance 'high' is not a number" in partly["problem"]
+    status = cli(env, "status")
+    assert "1 note(s) indexed despite problems in the file" in status.stdout, status.stdout
+    assert js(cli(env, "status", "--json"))["read_with_problems"] == 1
     assert [d["notes"] for d in f["duplicates"]] == [["v:memory/dup1.md", "v:memory/dup2.md"]]
     assert f["secrets"] == [{"note": "v:memory/leak.md", "line": 5, "kind": "GitHub token"}]
     assert f["multiple_current"] == [] and f["never_retrieved"] == []  # records began just now

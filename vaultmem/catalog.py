@@ -350,10 +350,12 @@ class Catalog:
 
     def counts(self) -> dict[str, int]:
         r = self.db.execute(
-            "SELECT SUM(status='ok'), SUM(status='skipped'), SUM(status='ok' AND superseded_by IS NULL) FROM notes"
+            "SELECT SUM(status='ok'), SUM(status='skipped'), SUM(status='ok' AND superseded_by IS NULL), "
+            "SUM(status='ok' AND errors IS NOT NULL AND errors NOT IN ('', '[]')) FROM notes"
         ).fetchone()
         chunks = self.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
-        return {"notes": r[0] or 0, "skipped": r[1] or 0, "current": r[2] or 0, "chunks": chunks}
+        return {"notes": r[0] or 0, "skipped": r[1] or 0, "current": r[2] or 0, "chunks": chunks,
+                "read_with_problems": r[3] or 0}
 
     def skipped(self) -> list[sqlite3.Row]:
         return self.db.execute("SELECT key, path, reason FROM notes WHERE status='skipped' ORDER BY key").fetchall()

@@ -472,6 +472,9 @@ def cmd_status(args: argparse.Namespace) -> int:
               " (directory not found: its notes are kept as last indexed until it is back)"))
     print(f"{st['notes']} notes ({st['current']} current), {st['chunks']} chunks, "
           f"{st['skipped']} skipped, {st['pending']} pending; embedder {st['embedder']} ({st['dim']}-d)")
+    if st.get("read_with_problems"):
+        print(f"{st['read_with_problems']} note(s) indexed despite problems in the file (malformed frontmatter, "
+              "a bad date, a legacy encoding): `vaultmem inventory` lists them")
     for s in st["skipped_files"]:
         print(f"skipped {s['key']}: {s['reason']}")
     return 0
