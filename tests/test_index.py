@@ -482,3 +482,15 @@ def test_a_damaged_catalog_is_moved_aside_and_the_index_made_again(env):
     assert report.added == 1
     assert [h.path for h in env.query("ship")] == ["memory/a.md"]
     assert [p.name.split("-")[0] for p in env.state.glob("catalog.sqlite3.damaged-*")] == ["catalog.sqlite3.damaged"]
+
+
+def test_damaged_usage_records_are_never_moved_and_the_message_says_how(env):
+    from vaultmem.db import DatabaseUnreadable
+    from vaultmem.usage import Usage
+    env.write("memory/a.md", note("a", "alpha\n"))
+    env.sync()
+    usage = env.state / "usage.sqlite3"
+    usage.write_bytes(b"\x13not sqlite at all" * 50)
+    with pytest.raises(DatabaseUnreadable, match=r"file is not a database; .*move it aside \(mv "):
+        Usage(env.state)
+    assert usage.read_bytes().startswith(b"\x13not sqlite"), "left as it was"

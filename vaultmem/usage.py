@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from .db import connect, transaction
+from .db import DatabaseUnreadable, connect, transaction
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,16 @@ NEUTRAL = 0.5  # the feedback weight of a note nobody has judged
 class Usage:
     def __init__(self, state_dir: Path):
         state_dir.mkdir(parents=True, exist_ok=True)
-        self.db = connect(state_dir / "usage.sqlite3")
+        path = state_dir / "usage.sqlite3"
+        try:
+            self.db = connect(path)
+        except DatabaseUnreadable as err:
+            if not err.damaged:
+                raise
+            # unlike the catalog, never moved aside by vaultmem: these records are not derivable
+            raise DatabaseUnreadable(f"{err}; it holds retrievals, feedback and retirements, which the notes "
+                                     f"cannot give back: move it aside (mv {path} {path}.damaged) to start them "
+                                     "afresh", damaged=True) from None
         self.lock = threading.Lock()
         self._retired: tuple[tuple[int, int], dict[str, float]] | None = None
         self._own_changes = 0
