@@ -469,7 +469,7 @@ def test_a_damaged_catalog_is_moved_aside_and_the_index_made_again(env):
     """A catalog whose bytes are not a database stopped every writer with "cannot open"; the
     daemon could never start again. A writer now keeps the damaged file (renamed) and rebuilds
     from the notes; a reader still says what is wrong."""
-    from vaultmem.db import DatabaseUnreadable
+    from vaultmem.errors import DatabaseUnreadable
     env.write("memory/a.md", note("deploy", "Deploy with make ship.\n"))
     env.sync()
     catalog = env.state / "catalog.sqlite3"
@@ -485,7 +485,7 @@ def test_a_damaged_catalog_is_moved_aside_and_the_index_made_again(env):
 
 
 def test_damaged_usage_records_are_never_moved_and_the_message_says_how(env):
-    from vaultmem.db import DatabaseUnreadable
+    from vaultmem.errors import DatabaseUnreadable
     from vaultmem.usage import Usage
     env.write("memory/a.md", note("a", "alpha\n"))
     env.sync()

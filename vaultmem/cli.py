@@ -718,21 +718,14 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-    except OSError as err:
-        if args.debug:
-            traceback.print_exc()
-        if is_disk_full(err):
-            print(f"vaultmem: error: no space left on the device: {err}", file=sys.stderr)
-            return DiskFullError.exit_code
-        print(f"vaultmem: error: {err}", file=sys.stderr)
-        return 2
     except Exception as err:
-        if not is_disk_full(err):  # a bug: its traceback is what a report needs
+        full = is_disk_full(err)
+        if not (full or isinstance(err, OSError)):  # a bug: its traceback is what a report needs
             raise
         if args.debug:
             traceback.print_exc()
-        print(f"vaultmem: error: no space left on the device ({err})", file=sys.stderr)
-        return DiskFullError.exit_code
+        print(f"vaultmem: error: {'no space left on the device: ' if full else ''}{err}", file=sys.stderr)
+        return DiskFullError.exit_code if full else 2
 
 
 if __name__ == "__main__":

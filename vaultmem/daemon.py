@@ -355,8 +355,9 @@ class Daemon:
         self.commits_since_optimize = 0
         self.in_flight = 0
         self.embedded_since_release = 0
-        self._failures = 0  # write batches failed in a row: the retry waits 0, 1, 2, 4 ... RETRY_MAX_SECONDS s
-        self.write_failure: dict[str, Any] | None = None  # the last one, while writes keep failing (status)
+        # the last failed write batch while they keep failing (status); its count of failures in a
+        # row sets the wait before the retry: 0, 1, 2, 4 ... RETRY_MAX_SECONDS s
+        self.write_failure: dict[str, Any] | None = None
         self._retry: threading.Timer | None = None
         self.writer: VaultIndex | None = None
         self.reader: VaultIndex | None = None
@@ -640,12 +641,13 @@ class Daemon:
             self.in_flight = len(batch)  # counted as pending until searchable
             try:
                 self._apply(batch)
-                self._failures, self.write_failure = 0, None
+                self.write_failure = None
             except Exception as err:  # one bad batch must not kill the writer; a reconcile repairs
-                self._failures += 1  # the first retry at once (a one-off), then after 1, 2, 4 ... s
-                delay = 0.0 if self._failures == 1 else min(RETRY_MAX_SECONDS, 2.0 ** (self._failures - 2))
+                failures = (self.write_failure or {}).get("failures", 0) + 1
+                # the first retry at once (a one-off), then after 1, 2, 4 ... s
+                delay = 0.0 if failures == 1 else min(RETRY_MAX_SECONDS, 2.0 ** (failures - 2))
                 self.write_failure = {"at": _iso(time.time()), "error": str(err) or type(err).__name__,
-                                      "failures": self._failures, "retry_in_s": delay}
+                                      "failures": failures, "retry_in_s": delay}
                 if is_disk_full(err):  # said in one line: a traceback a second would fill the disk more
                     log.error("%s; the daemon tries again in %.0f s", err, delay)
                 else:

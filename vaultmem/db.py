@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .errors import VaultmemError
+from .errors import DatabaseUnreadable
 
 
 def connect(path: Path, timeout: float = 10.0) -> sqlite3.Connection:
@@ -35,15 +35,6 @@ def connect(path: Path, timeout: float = 10.0) -> sqlite3.Connection:
 
 
 DAMAGED = ("file is not a database", "database disk image is malformed")  # SQLite's words for it
-
-
-class DatabaseUnreadable(VaultmemError):
-    """A database file that cannot be opened; `damaged` when SQLite says its bytes are wrong
-    (not when the directory is read-only or the file locked)."""
-
-    def __init__(self, message: str, damaged: bool = False):
-        super().__init__(message)
-        self.damaged = damaged
 
 
 @contextmanager

@@ -41,6 +41,15 @@ class EmbedderError(VaultmemError):
     exit_code = 5
 
 
+class DatabaseUnreadable(VaultmemError):
+    """A database file that cannot be opened; `damaged` when SQLite says its bytes are wrong
+    (not when the directory is read-only or the file locked)."""
+
+    def __init__(self, message: str, damaged: bool = False):
+        super().__init__(message)
+        self.damaged = damaged
+
+
 class DiskFullError(VaultmemError):
     """The disk that holds the index is full (or the user's quota is used up)."""
 

@@ -194,7 +194,6 @@ class FullText:
                 writer.rollback()
             except Exception:  # a killed writer cannot roll back; dropping it releases its lock
                 pass
-            del writer
 
     def close(self) -> None:
         """Drop uncommitted writes, let running merges finish, release the writer lock."""

@@ -25,10 +25,9 @@ from typing import Callable
 import numpy as np
 
 from .catalog import Catalog, FileState, chunk_id
-from .db import DatabaseUnreadable
 from .config import Settings, Vault
 from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
-from .errors import DiskFullError, IndexMissingError, UsageError, VaultmemError, is_disk_full
+from .errors import DatabaseUnreadable, DiskFullError, IndexMissingError, UsageError, VaultmemError, is_disk_full
 from .fulltext import FullText
 from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
 from . import writing

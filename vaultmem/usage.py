@@ -16,7 +16,8 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-from .db import DatabaseUnreadable, connect, transaction
+from .db import connect, transaction
+from .errors import DatabaseUnreadable
 
 log = logging.getLogger(__name__)
 
