@@ -188,14 +188,17 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_indexed(env):
     os.symlink(env.vault / "memory/loop-b.md", env.vault / "memory/loop-a.md")
     os.symlink(env.vault / "memory/loop-a.md", env.vault / "memory/loop-b.md")
     env.write("memory/badyaml.md", "---\ntitle: a: b: c\n  - [\n---\nbody still indexed\n")
+    os.mkfifo(env.vault / "memory/pipe.md")  # never opened: reading a pipe would wait for a writer
+    (env.vault / "memory/folder.md").mkdir()  # a directory named like a note is a directory
     report = env.sync(index={"max_file_bytes": 1000})
     bad = {"v:memory/bin.md", "v:memory/gbk.md", "v:memory/huge.md", "v:memory/dangling.md",
-           "v:memory/loop-a.md", "v:memory/loop-b.md"}
-    assert report.added == 3 and report.skipped == 6
+           "v:memory/loop-a.md", "v:memory/loop-b.md", "v:memory/pipe.md"}
+    assert report.added == 3 and report.skipped == 7
     assert set(report.problems) == bad
     assert "too large" in report.problems["v:memory/huge.md"]
     assert report.problems["v:memory/dangling.md"] == "dangling symlink"
     assert report.problems["v:memory/loop-a.md"] == "symlink loop"
+    assert report.problems["v:memory/pipe.md"] == "not a regular file (a named pipe)"
     with VaultIndex(env.settings()) as idx:
         st = idx.status()
     assert {s["key"]: s["reason"] for s in st["skipped_files"]}["v:memory/dangling.md"] == "dangling symlink"
@@ -203,7 +206,7 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_indexed(env):
     assert [h.path for h in env.query("still indexed", mode="text")] == ["memory/badyaml.md"]
     assert [h.path for h in env.query("café", mode="text")] == ["memory/latin1.md"]
     again = env.sync(index={"max_file_bytes": 1000})  # skipped files are not read again, nor re-reported
-    assert (again.skipped, again.unchanged, again.problems) == (0, 9, {})
+    assert (again.skipped, again.unchanged, again.problems) == (0, 10, {})
     env.write("memory/nowhere.md", "the link's target, written at last\n")  # the link now reads as a note
     healed = env.sync(index={"max_file_bytes": 1000})
     assert (healed.added, healed.updated) == (1, 1)

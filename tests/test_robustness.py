@@ -107,13 +107,14 @@ def test_bad_files_while_the_daemon_runs_are_skipped_and_listed(daemon):
     (daemon.vault / "memory/bin.md").write_bytes(b"\x00\x01\x02binary")
     (daemon.vault / "memory/gbk.md").write_bytes("部署前先运行迁移".encode("gbk"))
     os.symlink(daemon.vault / "nowhere.md", daemon.vault / "memory/dangling.md")
+    os.mkfifo(daemon.vault / "memory/pipe.md")
     atomic_save(daemon.vault / "memory/badyaml.md", "---\nname: x: y: z\n  - [\n---\nstill indexed pangolin\n")
     daemon.wait_for(lambda: daemon.paths("pangolin") == ["memory/badyaml.md"])
-    st_ = daemon.wait_for(lambda: (lambda s: s if s["skipped"] == 3 else None)(daemon.request({"op": "status"})))
+    st_ = daemon.wait_for(lambda: (lambda s: s if s["skipped"] == 4 else None)(daemon.request({"op": "status"})))
     assert {s["key"]: s["reason"] for s in st_["skipped_files"]} == {
         "v:memory/bin.md": "binary file (NUL bytes)", "v:memory/gbk.md": "not UTF-8 (invalid bytes from offset 0: "
         "another encoding, or not text; `iconv -f ENCODING -t UTF-8` converts a note)",
-        "v:memory/dangling.md": "dangling symlink"}
+        "v:memory/dangling.md": "dangling symlink", "v:memory/pipe.md": "not a regular file (a named pipe)"}
     assert daemon.paths("okapi") == ["memory/good.md"]
 
 

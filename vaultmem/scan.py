@@ -2,8 +2,9 @@
 
 Everything here is about the file system and nothing about parsing or indexing. The scanner
 never follows a directory symlink out of the vault twice (loops are cut), and a note path it
-cannot stat (a dangling symlink) is still returned, with the reason as its `problem`, so that
-the index lists it as skipped like any other unreadable file instead of failing.
+cannot stat (a dangling symlink) or that is no regular file (a named pipe) is still returned,
+with the reason as its `problem`, so that the index lists it as skipped like any other
+unreadable file instead of failing (or, for a pipe, waiting on it forever).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
 
 
 def stat_file(vault: Vault, rel: str) -> ScannedFile | None:
-    """The file at `rel`, or None when there is no file there (gone, or not a regular file)."""
+    """The file at `rel`, or None when there is no file there (gone, or a directory)."""
     return _stat(vault, rel, os.path.join(str(vault.root), rel))
 
 
@@ -123,9 +124,16 @@ def _stat(vault: Vault, rel: str, full: str) -> ScannedFile | None:
         else:
             reason = "dangling symlink"
         return ScannedFile(vault.name, rel, full, lst.st_size, lst.st_mtime_ns, reason)
-    if not stat.S_ISREG(st.st_mode):
+    if stat.S_ISDIR(st.st_mode):
         return None
+    if not stat.S_ISREG(st.st_mode):  # never opened: reading a named pipe waits for a writer
+        kind = _SPECIAL.get(stat.S_IFMT(st.st_mode), "a special file")
+        return ScannedFile(vault.name, rel, full, 0, st.st_mtime_ns, f"not a regular file ({kind})")
     return ScannedFile(vault.name, rel, full, st.st_size, st.st_mtime_ns)
+
+
+_SPECIAL = {stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device",
+            stat.S_IFBLK: "a device"}
 
 
 def relpath_in(vault: Vault, abspath: str) -> str | None:
