@@ -65,6 +65,19 @@ def test_filters_tags_kind_topic_path(example):
     assert all(h.path.startswith(".claude/") for h in example.query("pull requests", path_glob=".claude/**"))
 
 
+def test_an_empty_filter_value_filters_nothing(example):
+    """`--kind "$KIND"` with KIND unset, or an agent's `"kind": ""`: an empty tag, kind or topic
+    is no filter (as an empty --tag and --topic always were), not a filter nothing passes."""
+    def paths(*flags):
+        r = run_cli("query", "deploy", *flags, "--json", "--no-record", "--state-dir", str(example.state))
+        assert r.returncode == 0, r.stderr
+        return [h["path"] for h in json.loads(r.stdout)["hits"]]
+
+    plain = paths()
+    assert plain and paths("--kind", "") == plain and paths("--kind", " ", "--tag", "", "--topic", "") == plain
+    assert paths("--kind", "", "--kind", "correction") == paths("--kind", "correction") != plain
+
+
 def test_hit_points_at_the_section_lines(example):
     hit = example.query("argocd app rollback", mode="text", k=1)[0]
     assert hit.path == "memory/deploy-2026-05.md" and hit.heading == "deploy-2026-05.md › Deploy procedure › Rollback"

@@ -173,11 +173,10 @@ def _int(v: Any, name: str, lo: int, hi: int) -> int:
 
 
 def _tuple(v: Any) -> tuple[str, ...]:
-    if v is None or v == "" or v == []:
-        return ()
-    if isinstance(v, (list, tuple)):
-        return tuple(str(x) for x in v)
-    return (str(v),)
+    """A filter's values; blank ones are no filter (`--kind "$KIND"` with KIND unset, an
+    agent's `"kind": ""`), as an empty --topic is, not a filter that nothing passes."""
+    items = v if isinstance(v, (list, tuple)) else [v]
+    return tuple(str(x) for x in items if x is not None and str(x).strip())
 
 
 def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
@@ -211,7 +210,7 @@ def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
         raise UsageError(f"since {opts['since']} is after until {opts['until']}: no note can be in that range")
     return Query(
         text=text, k=k, tags=_tuple(opts.get("tags") or opts.get("tag")), any_tags=bool(opts.get("any_tags")),
-        kinds=_tuple(opts.get("kinds") or opts.get("kind")), topic=str(topic) if topic else None,
+        kinds=_tuple(opts.get("kinds") or opts.get("kind")), topic=topic if topic and topic.strip() else None,
         vaults=tuple(vaults), path_glob=opts.get("path") or None, history=bool(opts.get("history")),
         mode=mode, explain=bool(opts.get("explain")), half_life_days=parse_half_life(opts.get("half_life")),
         as_of=parse_moment(opts.get("as_of")), task=str(opts["task"]) if opts.get("task") else None,
