@@ -221,6 +221,9 @@ def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
     env.write("memory/notopic.md", "plain note, no frontmatter\n")
     env.write(".claude/memory/feedback_x.md", "---\nname: x\ndescription: a Claude Code note\ntype: feedback\n---\nbody\n")
     env.write("memory/broken.md", note("broken", "retires a ghost\n", tags="misc", supersedes="ghost-topic"))
+    env.write("memory/typo.md", note("typo", "dated 2205 for 2025\n", tags="misc", date="2205-03-01"))
+    tomorrow = time.strftime("%Y-%m-%d", time.localtime(time.time() + 86400))  # a time zone ahead: not a finding
+    env.write("memory/soon.md", note("soon", "dated tomorrow\n", tags="misc", date=tomorrow))
     dup = ("Rotate the signing keys every ninety days and log the rotation in the ops channel. "
            "Old keys stay valid for one week so that running jobs finish.\n")
     env.write("memory/dup1.md", note("dup one", dup, tags="x"))
@@ -241,6 +244,7 @@ def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
     assert notes("missing_tags") == ["v:memory/notopic.md", "v:memory/untagged.md"]
     assert notes("missing_topic") == ["v:memory/notopic.md"], "CLAUDE.md is not expected to have a topic"
     assert f["broken_supersedes"] == [{"note": "v:memory/broken.md", "ref": "ghost-topic"}]
+    assert f["dated_ahead"] == [{"note": "v:memory/typo.md", "date": "2205-03-01"}]
     assert {(i["note"], i["problem"]) for i in f["out_of_sync"]} == {
         ("v:memory/late.md", "on disk, not indexed"), ("v:memory/untagged.md", "changed since indexed")}
     assert notes("unreadable") == ["v:memory/bin.md"]
@@ -257,7 +261,7 @@ def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
     human = cli(env, "inventory")
     assert human.returncode == 1
     assert "near-duplicate notes" in human.stdout and "v:memory/leak.md  (line 5: GitHub token)" in human.stdout
-    assert GH not in human.stdout
+    assert GH not in human.stdout and "v:memory/typo.md  (dated 2205-03-01)" in human.stdout
     assert human.stdout.splitlines()[0].endswith(" findings")
 
     hit = js(cli(env, "query", "releases", "--json"))["hits"][0]

@@ -215,8 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inventory", help="the stock-take: duplicated, stale, unused, broken, out-of-sync, secrets",
                        description="Check the pile: topics with several current notes, stale and never "
-                                   "retrieved notes, notes missing topic or tags, broken supersedes, files the "
-                                   "index disagrees with, near-duplicates, likely secrets. Exit 0 when clean, "
+                                   "retrieved notes, notes missing topic or tags, broken supersedes, notes "
+                                   "dated in the future, files the index disagrees with, near-duplicates, "
+                                   "likely secrets. Exit 0 when clean, "
                                    "1 when anything is found. The daemon also saves one regularly under the "
                                    "state dir (inventory/latest.txt).")
     p.add_argument("--stale-days", type=float, metavar="N", help="stale after N days (default 180)")

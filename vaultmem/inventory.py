@@ -10,6 +10,8 @@ Sections, each a list of findings:
   files are instructions and indexes, not facts, and are left out; Claude Code's own notes
   classify by `type` instead of tags and are not asked for tags)
 - broken_supersedes: `supersedes:` entries that name no topic and no note
+- dated_ahead: notes dated more than a day from now (a typo'd year keeps a note current over
+  every newer note on its topic, and `remember` on that topic writes notes that start superseded)
 - out_of_sync: files the index disagrees with (not indexed, changed since, gone, interrupted), and
   vaults in the index that the config no longer names
 - unreadable: files skipped with their reason
@@ -40,7 +42,7 @@ if TYPE_CHECKING:  # the report's formatting is used by the thin CLI client: no 
 
 INSTRUCTION_FILES = {"claude.md", "agents.md", "memory.md"}
 SECTIONS = ("multiple_current", "stale", "never_retrieved", "missing_topic", "missing_tags",
-            "broken_supersedes", "out_of_sync", "unreadable", "read_with_problems", "duplicates", "secrets")
+            "broken_supersedes", "dated_ahead", "out_of_sync", "unreadable", "read_with_problems", "duplicates", "secrets")
 DAY = 86400.0
 
 
@@ -93,6 +95,9 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
             if any((r["vault"], c) in paths for c in path_candidates(ref, r["path"])):
                 continue
             found["broken_supersedes"].append({"note": r["key"], "ref": ref})
+
+    found["dated_ahead"] = [{"note": r["key"], "date": r["date"]} for r in rows
+                            if r["date_ts"] is not None and r["date_ts"] - now > DAY]
 
     found["out_of_sync"] = _out_of_sync(idx, settings)
     found["unreadable"] = [{"note": r["key"], "reason": r["reason"]} for r in cat.skipped()]
@@ -172,6 +177,7 @@ TITLES = {
     "missing_topic": "notes without a topic",
     "missing_tags": "notes without tags",
     "broken_supersedes": "supersedes entries that name nothing",
+    "dated_ahead": "notes dated in the future (current over every newer note on their topic)",
     "out_of_sync": "files the index disagrees with",
     "unreadable": "files that could not be indexed",
     "read_with_problems": "notes indexed despite problems in the file (the rest of each is searchable)",
@@ -185,7 +191,7 @@ def describe(item: dict) -> str:
         return f"{item['topic']}: {', '.join(item['notes'])}"
     if "cosine" in item:
         return f"{item['notes'][0]} ~ {item['notes'][1]} ({item['cosine']})"
-    extra = [f"{item['days']} days" if "days" in item else "", f"supersedes {item['ref']!r}" if "ref" in item else "",
+    extra = [f"{item['days']} days" if "days" in item else "", f"dated {item['date']}" if "date" in item else "", f"supersedes {item['ref']!r}" if "ref" in item else "",
              item.get("problem", ""), item.get("reason", ""),
              f"line {item['line']}: {item['kind']}" if "line" in item else ""]
     return item["note"] + "".join(f"  ({e})" for e in extra if e)
