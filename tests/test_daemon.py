@@ -211,6 +211,21 @@ def test_cli_uses_the_daemon_and_falls_back_without_it(daemon):
     assert json.loads(r.stdout)["hits"][0]["path"] == "memory/a.md"
 
 
+def test_a_socket_path_too_long_for_unix_sockets_is_said_as_such(daemon, tmp_path):
+    """A deep --socket (or VAULTMEM_SOCKET) path: the daemon said 'AF_UNIX path too long', and
+    the CLI 'no daemon at ...', neither naming the limit or what to change."""
+    long = tmp_path / ("d" * 60) / ("e" * 60) / "vaultmem.sock"
+    atomic_save(daemon.vault / "memory/a.md", "the iguana basks\n")
+    r = run_cli("daemon", "--vault", f"v={daemon.vault}", "--state-dir", str(daemon.state), "--socket", str(long))
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "longer than the 107 a Unix socket allows" in r.stderr and "VAULTMEM_SOCKET" in r.stderr
+    assert not daemon.state.exists(), "refused before any indexing"
+    run_cli("index", "--vault", f"v={daemon.vault}", "--state-dir", str(daemon.state))
+    r = run_cli("query", "iguana", "--state-dir", str(daemon.state), "--json", env={"VAULTMEM_SOCKET": str(long)})
+    assert r.returncode == 0 and json.loads(r.stdout)["hits"][0]["path"] == "memory/a.md"
+    assert "longer than the 107" in r.stderr and "answering in-process" in r.stderr
+
+
 def test_sigterm_finishes_and_restart_picks_up_edits_made_while_down(daemon):
     atomic_save(daemon.vault / "memory/a.md", "the jaguar hunts\n")
     daemon.start()

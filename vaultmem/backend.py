@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from .client import Client, DaemonUnavailable, socket_path
+from .client import Client, DaemonUnavailable, socket_path, socket_problem
 from .config import Settings
 from .errors import UsageError, VaultmemError
 from .query import check_unicode
@@ -39,6 +39,9 @@ class Backend:
         self.socket = socket_path(socket, settings.daemon.socket)
         self.state_dir = str(settings.state_dir) if explicit_state_dir else None
         if no_daemon:
+            return
+        if problem := socket_problem(self.socket):
+            self.note = f"vaultmem: {problem}; answering in-process"
             return
         try:
             self.client = Client(self.socket, timeout=3600)

@@ -27,6 +27,19 @@ def socket_path(flag: str | None = None, configured: str = "") -> str:
     return os.path.expanduser(flag or os.environ.get("VAULTMEM_SOCKET") or configured or default_socket_path())
 
 
+# A Unix socket's address holds 108 bytes on Linux (104 on macOS), the last one a NUL.
+MAX_SOCKET_PATH = 107
+
+
+def socket_problem(path: str) -> str | None:
+    """Why no socket can be at `path` (it is too long to bind or connect to), or None."""
+    n = len(os.fsencode(path))
+    if n <= MAX_SOCKET_PATH:
+        return None
+    return (f"the socket path {path} is {n} bytes, longer than the {MAX_SOCKET_PATH} a Unix socket allows: "
+            "set --socket or VAULTMEM_SOCKET to a shorter path")
+
+
 class Client:
     def __init__(self, path: str, timeout: float = 60.0):
         self.path = path

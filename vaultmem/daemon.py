@@ -36,9 +36,9 @@ from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, Fi
 from watchdog.observers import Observer
 
 from . import __version__, inventory, ops
-from .client import Client, DaemonUnavailable
+from .client import Client, DaemonUnavailable, socket_problem
 from .config import Settings, Vault, cache_dir
-from .errors import VaultmemError, is_disk_full
+from .errors import UsageError, VaultmemError, is_disk_full
 from .index import SyncReport, VaultIndex, embedder_identity
 from .query import check_unicode
 from .scan import dir_excluded, is_note_path, relpath_in
@@ -389,6 +389,8 @@ class Daemon:
         return 0
 
     def start(self) -> None:
+        if problem := socket_problem(self.socket_path):  # said before minutes of indexing, not after
+            raise UsageError(problem)
         _limit_malloc_arenas()
         # a long-lived process: the model's word table is served from a file map (embedders.py)
         self.writer = VaultIndex(self.settings, writable=True, model_cache=cache_dir())
