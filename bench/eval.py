@@ -48,7 +48,7 @@ def note_id(hit) -> str:
 def open_index(name: str, args) -> VaultIndex:
     search = {k: v for k, v in {
         "fusion": args.fusion, "rrf_k": args.rrf_k, "text_weight": args.text_weight,
-        "vector_weight": args.vector_weight, "entity_weight": args.entity_weight,
+        "vector_weight": args.vector_weight, "min_cosine": args.min_cosine, "entity_weight": args.entity_weight,
         "importance_weight": args.importance_weight, "candidates": args.candidates,
         "half_life_days": args.half_life, "date_weight": args.date_weight,
     }.items() if v is not None}
@@ -136,6 +136,7 @@ def main() -> None:
     ap.add_argument("--rrf-k", type=float)
     ap.add_argument("--text-weight", type=float)
     ap.add_argument("--vector-weight", type=float)
+    ap.add_argument("--min-cosine", type=float, help="drop meaning-only candidates under this cosine (0: none)")
     ap.add_argument("--entity-weight", type=float)
     ap.add_argument("--importance-weight", type=float)
     ap.add_argument("--candidates", type=int)

@@ -69,7 +69,7 @@ def test_an_empty_filter_value_filters_nothing(example):
     """`--kind "$KIND"` with KIND unset, or an agent's `"kind": ""`: an empty tag, kind or topic
     is no filter (as an empty --tag and --topic always were), not a filter nothing passes."""
     def paths(*flags):
-        r = run_cli("query", "deploy", *flags, "--json", "--no-record", "--state-dir", str(example.state))
+        r = run_cli("query", "money", *flags, "--json", "--no-record", "--state-dir", str(example.state))
         assert r.returncode == 0, r.stderr
         return [h["path"] for h in json.loads(r.stdout)["hits"]]
 
@@ -101,6 +101,25 @@ def test_entity_match_surfaces_a_note_without_shared_words(env):
     hits = env.query("argo cd", mode="text", explain=True)
     assert [h.path for h in hits] == ["memory/argo.md"]
     assert hits[0].explain["entity_bonus"] > 0
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "vector"])
+def test_meaning_alone_must_be_more_than_noise(env, mode):
+    """Every query found every note of a small vault: the nearest vectors are returned however
+    far. A note that shares no word with the query needs a cosine of at least min_cosine, which
+    a walrus note has for the word in Japanese and Korean, and notes on taxes and SQL do not."""
+    for name, text in {"walrus": "The walrus hauls out on Arctic ice floes in summer.",
+                       "vat": "Quarterly VAT returns are filed by the 25th of the month.",
+                       "sql": "SQL statements must use bound parameters, never string formatting.",
+                       "deploy-ko": "배포는 금요일에 하지 않는다.",
+                       "plants": "The office plants are watered on Mondays."}.items():
+        env.write(f"memory/{name}.md", text + "\n")
+    env.sync()
+    for query in ("セイウチ", "바다코끼리"):  # walrus
+        hits = env.query(query, mode=mode, explain=True)
+        assert [h.path for h in hits] == ["memory/walrus.md"], [(h.path, h.explain.get("cosine")) for h in hits]
+    env.overrides = {"search": {"min_cosine": 0}}
+    assert len(env.query("セイウチ", mode=mode)) == 5
 
 
 def test_importance_and_half_life_change_the_order(env):

@@ -174,9 +174,11 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
             picked.append(h)
 
     base = {"op": "query", "text": text, "k": 30, "mode": "hybrid", "section_chars": 600, "record": False}
-    if own_vaults:
-        take(backend.request({**base, "vaults": own_vaults})["hits"])
-    take(backend.request({**base, "path": claude_dir + "/**"})["hits"])
+    own = [{"vaults": own_vaults}] if own_vaults else []
+    own.append({"path": claude_dir + "/**"})
+    for scope in own:  # the project's own notes: those most like what it does, then the newest
+        take(backend.request({**base, **scope})["hits"])
+        take(backend.request({**base, **scope, "text": ""})["hits"])
     take(backend.request({**base, "k": 5, "mode": "text"})["hits"])  # elsewhere: only what shares words
 
     head = f"# Memories for {project.name} (vaultmem)\n"

@@ -51,6 +51,7 @@ DEFAULTS: dict[str, Any] = {
         "candidates": 100,
         "text_weight": 0.7,
         "vector_weight": 0.3,
+        "min_cosine": 0.05,
         "rrf_k": 10,
         "fusion": "score",
         "importance_weight": 0.2,
@@ -140,6 +141,7 @@ class SearchSettings:
     candidates: int
     text_weight: float
     vector_weight: float
+    min_cosine: float
     rrf_k: float
     fusion: str
     importance_weight: float

@@ -12,7 +12,7 @@ hits with snippets. The ranking formula lives here and its weights in config.Sea
                         ("on 25 May, 2022": 1 that day, less within a week; "in November 2022": 0.5)
 
 A note that shares an entity with the query is a candidate even with no word in common (its
-score is then the bonus alone). Results are one hit per note (its best chunk). Current notes
+score is then the bonus alone); one found by its vector alone must reach `min_cosine`. Results are one hit per note (its best chunk). Current notes
 only unless history is asked for; retired notes (usage.py) count as not current. `as_of` answers
 with the notes that existed, and were current, at that moment.
 
@@ -312,7 +312,10 @@ class Searcher:
         t_max = max((s for _, s in text_best.values()), default=0.0) or 1.0
         v_scores = [s for _, s in vec_best.values()]
         v_max, v_min = (max(v_scores), min(v_scores)) if v_scores else (1.0, 0.0)
+        floor = cfg.min_cosine or -1.0  # 0: none
         for key in set(text_best) | set(vec_best):
+            if key not in text_best and vec_best[key][1] < floor:
+                continue  # meaning alone, and not even that: no word of the query, a cosine of noise
             parts: dict[str, Any] = {}
             if explain and key in text_best:
                 parts["text_rank"], parts["bm25"] = t_rank[key], round(text_best[key][1], 4)
