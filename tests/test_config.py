@@ -83,3 +83,20 @@ def test_vaults_in_the_config_file_as_a_table_or_a_list(tmp_path):
     cfg.write_text('[index]\nmark_superseded = "yes"\ninclude = "notes/*.md"\n[search]\nk = "7"\n')
     s = resolve({"config": str(cfg)}, env={})
     assert (s.index.mark_superseded, s.index.include, s.search.k) == (True, ("notes/*.md",), 7)
+
+
+def test_vault_names_may_be_korean_or_japanese_and_never_hold_a_colon(tmp_path):
+    """A folder named 노트 or メモ was the vault 'vault' (and the next one 'vault-2'): names
+    kept ASCII only. Names are words in any script now, one form of each (a macOS path gives
+    the decomposed form); a name that would make a note's key `name:path` ambiguous is refused."""
+    import unicodedata
+    ko, ja = tmp_path / "노트", tmp_path / unicodedata.normalize("NFD", "メモ帳")
+    s = resolve({"vaults": [str(ko), str(ja), f"업무={tmp_path / 'b'}", f"{tmp_path / 'x y=z'}"]}, env={})
+    assert [v.name for v in s.vaults] == ["노트", "メモ帳", "업무", "x-y-z"]
+    cfg = tmp_path / "c.toml"
+    for bad in ('"my:notes"', '""', '"a/b"'):
+        cfg.write_text(f'[vaults]\n{bad} = "{tmp_path}"\n')
+        with pytest.raises(ConfigError, match="vault name .* letters, digits"):
+            resolve({"config": str(cfg)}, env={})
+    cfg.write_text(f'[vaults]\n"메모" = "{ko}"\n')
+    assert [v.name for v in resolve({"config": str(cfg)}, env={}).vaults] == ["메모"]

@@ -13,6 +13,7 @@ import math
 import os
 import re
 import tomllib
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,17 +238,22 @@ def _merge(base: dict, over: dict, where: str) -> None:
             base[key] = value
 
 
+# A vault's name prefixes each of its notes' keys (`name:path`): a word in any script, no ':'.
+VAULT_NAME = re.compile(r"[\w.-]+")
+
+
 def parse_vault_arg(arg: str) -> tuple[str | None, str]:
     """`DIR` or `NAME=DIR` (a name is a plain word, so a path with '=' still works as DIR)."""
-    m = re.fullmatch(r"([A-Za-z0-9_.-]+)=(.+)", arg)
+    m = re.fullmatch(r"([\w.-]+)=(.+)", arg)
     if m and not os.path.exists(arg):
-        return m.group(1), m.group(2)
+        return unicodedata.normalize("NFC", m.group(1)), m.group(2)
     return None, arg
 
 
 def _vault_name(root: Path) -> str:
-    name = re.sub(r"[^A-Za-z0-9_.-]+", "-", root.name).strip("-.") or "vault"
-    return name
+    """The name of a vault given by its directory alone: the folder's name as a word (노트,
+    メモ帳, my-notes), in one Unicode form whatever the file system gave."""
+    return re.sub(r"[^\w.-]+", "-", unicodedata.normalize("NFC", root.name)).strip("-.") or "vault"
 
 
 def make_vaults(items: list[tuple[str | None, str]]) -> tuple[Vault, ...]:
@@ -329,7 +335,11 @@ def _config_vaults(value: Any) -> list[tuple[str | None, str]]:
     """The config file's vaults: a table of name = "directory", or a list of directories
     (each DIR or NAME=DIR, as --vault takes them)."""
     if isinstance(value, dict) and all(isinstance(v, str) for v in value.values()):
-        return [(str(n), p) for n, p in value.items()]
+        for name in value:
+            if not VAULT_NAME.fullmatch(name):
+                raise ConfigError(f"vault name {name!r}: use letters, digits, '_', '.' and '-' "
+                                  "(it begins every note's key, name:path)")
+        return [(unicodedata.normalize("NFC", n), p) for n, p in value.items()]
     if isinstance(value, list) and all(isinstance(v, str) for v in value):
         return [parse_vault_arg(v) for v in value]
     raise ConfigError('vaults must be a table of name = "directory" ([vaults] claude = "~/.claude") '

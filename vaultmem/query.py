@@ -9,6 +9,7 @@ import json
 import os
 import re
 import time
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -196,7 +197,7 @@ def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
     vaults = []
     for v in list_field(opts, "vaults") or list_field(opts, "vault"):
         real = os.path.realpath(os.path.expanduser(v))
-        names = [name for name, root in known_vaults if name == v or root == real]
+        names = [name for name, root in known_vaults if name == unicodedata.normalize("NFC", v) or root == real]
         if not names:
             known = ", ".join(n for n, _ in known_vaults) or "none"
             raise UsageError(f"vault {v}: not an indexed vault (known: {known})")
