@@ -177,8 +177,10 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
     own = [{"vaults": own_vaults}] if own_vaults else []
     own.append({"path": claude_dir + "/**"})
     for scope in own:  # the project's own notes: those most like what it does, then the newest
-        take(backend.request({**base, **scope})["hits"])
-        take(backend.request({**base, **scope, "text": ""})["hits"])
+        hits = backend.request({**base, **scope})["hits"]
+        take(hits)
+        if len(hits) < base["k"]:  # (k notes are more than any budget holds)
+            take(backend.request({**base, **scope, "text": ""})["hits"])
     take(backend.request({**base, "k": 5, "mode": "text"})["hits"])  # elsewhere: only what shares words
 
     head = f"# Memories for {project.name} (vaultmem)\n"
