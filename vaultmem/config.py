@@ -244,7 +244,7 @@ VAULT_NAME = re.compile(r"[\w.-]+")
 
 def parse_vault_arg(arg: str) -> tuple[str | None, str]:
     """`DIR` or `NAME=DIR` (a name is a plain word, so a path with '=' still works as DIR)."""
-    m = re.fullmatch(r"([\w.-]+)=(.+)", arg)
+    m = re.fullmatch(f"({VAULT_NAME.pattern})=(.+)", arg)
     if m and not os.path.exists(arg):
         return unicodedata.normalize("NFC", m.group(1)), m.group(2)
     return None, arg

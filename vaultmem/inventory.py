@@ -41,8 +41,8 @@ if TYPE_CHECKING:  # the report's formatting is used by the thin CLI client: no 
     from .usage import Usage
 
 INSTRUCTION_FILES = {"claude.md", "agents.md", "memory.md"}
-SECTIONS = ("multiple_current", "stale", "never_retrieved", "missing_topic", "missing_tags",
-            "broken_supersedes", "dated_ahead", "out_of_sync", "unreadable", "read_with_problems", "duplicates", "secrets")
+SECTIONS = ("multiple_current", "stale", "never_retrieved", "missing_topic", "missing_tags", "broken_supersedes",
+            "dated_ahead", "out_of_sync", "unreadable", "read_with_problems", "duplicates", "secrets")
 DAY = 86400.0
 
 
@@ -191,8 +191,8 @@ def describe(item: dict) -> str:
         return f"{item['topic']}: {', '.join(item['notes'])}"
     if "cosine" in item:
         return f"{item['notes'][0]} ~ {item['notes'][1]} ({item['cosine']})"
-    extra = [f"{item['days']} days" if "days" in item else "", f"dated {item['date']}" if "date" in item else "", f"supersedes {item['ref']!r}" if "ref" in item else "",
-             item.get("problem", ""), item.get("reason", ""),
+    extra = [f"{item['days']} days" if "days" in item else "", f"dated {item['date']}" if "date" in item else "",
+             f"supersedes {item['ref']!r}" if "ref" in item else "", item.get("problem", ""), item.get("reason", ""),
              f"line {item['line']}: {item['kind']}" if "line" in item else ""]
     return item["note"] + "".join(f"  ({e})" for e in extra if e)
 
