@@ -226,6 +226,42 @@ def test_a_socket_path_too_long_for_unix_sockets_is_said_as_such(daemon, tmp_pat
     assert "longer than the 107" in r.stderr and "answering in-process" in r.stderr
 
 
+@pytest.mark.slow
+def test_a_query_while_the_start_up_index_runs_says_notes_may_be_missing(daemon):
+    """The daemon answers from its first second, while its start-up reconcile still reads the
+    vault; those answers (no hits at all on a first start) looked complete. Now the CLI says so
+    on stderr, --json carries "indexing": true, and an agent's recall says it in its note."""
+    from vaultmem.client import DaemonUnavailable, call
+    words = "the okapi lives in the dense rain forest of the Congo and eats leaves buds and fruit".split()
+    for i in range(1200):  # seconds of reading and embedding: the query below lands within them
+        text = " ".join(words[(i + j) % len(words)] for j in range(80))
+        (daemon.vault / f"memory/n{i:04d}.md").write_text(f"note {i}, fact {i * 7}: {text}\n")
+    daemon.start(wait=False)
+    daemon.wait_for(lambda: _answers(call, DaemonUnavailable, daemon.sock), timeout=120)
+    r = run_cli("query", "okapi", "--mode", "text", "--json", "--socket", str(daemon.sock))
+    assert json.loads(r.stdout)["indexing"] is True, r.stdout
+    assert "still reading the vaults at start-up" in r.stderr and "in-process" not in r.stderr
+    from vaultmem.agent import recall
+    from vaultmem.backend import Backend
+    from vaultmem.config import resolve
+    settings = resolve({"state_dir": str(daemon.state)}, env={})
+    backend = Backend(settings, socket=str(daemon.sock), quiet=True)
+    try:
+        assert "still reading the vaults at start-up" in recall(backend, settings, "okapi", k=3)["note"]
+    finally:
+        backend.close()
+    daemon.wait_ready()
+    r = run_cli("query", "okapi", "--mode", "text", "--json", "--socket", str(daemon.sock))
+    assert r.returncode == 0 and "indexing" not in json.loads(r.stdout) and "still reading" not in r.stderr
+
+
+def _answers(call, unavailable, sock) -> bool:
+    try:
+        return call(str(sock), {"op": "ping"}, timeout=5).get("ok", False)
+    except (unavailable, OSError):
+        return False
+
+
 def test_sigterm_finishes_and_restart_picks_up_edits_made_while_down(daemon):
     atomic_save(daemon.vault / "memory/a.md", "the jaguar hunts\n")
     daemon.start()

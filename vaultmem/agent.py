@@ -21,7 +21,7 @@ from typing import Any
 
 from .backend import Backend
 from .config import Settings
-from .client import DaemonUnavailable
+from .client import STILL_INDEXING, DaemonUnavailable
 from .errors import VaultmemError
 
 log = logging.getLogger(__name__)
@@ -103,17 +103,23 @@ def recall(backend: Backend, settings: Settings, query: str, k: int = 5, tags: l
     out = backend.request({"op": "query", "text": query, "k": k, "tags": tags or [], "kinds": [kind] if kind else [],
                            "history": bool(history), "section_chars": settings.agent.section_chars})
     roots = vault_roots(backend)
+    indexing = STILL_INDEXING if out.get("indexing") else ""
+
     def left_out(n: int) -> str:
         return f"{n} more hit(s) left out to stay within {budget} tokens"
 
+    def note(*parts: str) -> str:
+        return "; ".join(p for p in parts if p)
+
     # the answer's own keys come first out of the budget, with the longest note it may carry
-    envelope = estimate_tokens(json.dumps({"hits": [], "note": left_out(len(out["hits"]))}, ensure_ascii=False))
+    envelope = estimate_tokens(json.dumps({"hits": [], "note": note(left_out(len(out["hits"])), indexing)},
+                                          ensure_ascii=False))
     hits, clipped = fit([compact(h, roots) for h in out["hits"]], budget - envelope)
     answer: dict[str, Any] = {"hits": hits}
-    if clipped:
-        answer["note"] = left_out(len(out["hits"]) - len(hits))
-    if not hits:
-        answer["note"] = "no matching notes"
+    said = note("no matching notes" if not hits else left_out(len(out["hits"]) - len(hits)) if clipped else "",
+                indexing)
+    if said:
+        answer["note"] = said
     return answer
 
 

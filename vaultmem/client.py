@@ -27,6 +27,10 @@ def socket_path(flag: str | None = None, configured: str = "") -> str:
     return os.path.expanduser(flag or os.environ.get("VAULTMEM_SOCKET") or configured or default_socket_path())
 
 
+# Said with a query's answer while the daemon's start-up reconcile still runs ("indexing": true).
+STILL_INDEXING = ("the daemon is still reading the vaults at start-up: notes it has not reached yet are missing "
+                  "from these results")
+
 # A Unix socket's address holds 108 bytes on Linux (104 on macOS), the last one a NUL.
 MAX_SOCKET_PATH = 107
 

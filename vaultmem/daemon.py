@@ -767,6 +767,7 @@ class Daemon:
         if want and os.path.realpath(os.path.expanduser(str(want))) != str(self.settings.state_dir):
             return {"ok": False, "code": "wrong_state_dir",
                     "error": f"this daemon serves {self.settings.state_dir}, not {want}"}
+        starting = not self.ready  # read before the answer is: the reconcile may end meanwhile
         try:
             check_unicode(req)
             out = handler(req)
@@ -775,6 +776,8 @@ class Daemon:
         except Exception as err:  # a request must never take the daemon down
             log.exception("request %r failed", op)
             return {"ok": False, "code": "internal", "error": f"{type(err).__name__}: {err}"}
+        if op == "query" and starting and out.get("ok"):
+            out["indexing"] = True  # the start-up reconcile is still reading: notes may be missing
         if "id" in req:
             out["id"] = req["id"]
         return out
