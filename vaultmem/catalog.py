@@ -10,6 +10,7 @@ restart redoes exactly the interrupted notes). It never touches the notes themse
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -21,6 +22,8 @@ from .db import connect, transaction
 from .errors import IndexMissingError
 from .notes import Note
 from .supersession import Facts, compute, path_candidates, topic_key
+
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
@@ -94,6 +97,7 @@ class Catalog:
                 raise IndexMissingError(f"the index in {path.parent} has an older layout; "
                                         "run `vaultmem index` (or restart the daemon) to rebuild it")
             # an older layout: start over (the notes are the truth; the caller re-indexes)
+            log.warning("the index in %s has an older layout; it is made again from the notes", path.parent)
             self.db.executescript("DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS chunks; "
                                   "DROP TABLE IF EXISTS pending; DELETE FROM meta;")
             self.was_reset = True

@@ -131,14 +131,11 @@ class VaultIndex:
                 f"no index in {self.state_dir}; run `vaultmem index --vault DIR --state-dir {self.state_dir}` first")
         self.state_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd: int | None = None
-        self._catalog_damaged = False
         if writable:
             self._take_lock()
         self.catalog = self._open_catalog(catalog_path)
         self.fulltext = FullText(self.state_dir / "tantivy", writable=writable)
-        if self.catalog.was_reset and writable:
-            if not self._catalog_damaged:  # said already
-                log.warning("the index in %s has an older layout; rebuilding it from the notes", self.state_dir)
+        if self.catalog.was_reset and writable:  # said why where it was found
             self.rebuild()
         elif self.fulltext.was_reset:  # vectors and catalog stand: the next sync re-reads every note
             self.catalog.set_meta("pipeline", "")
@@ -165,7 +162,7 @@ class VaultIndex:
         log.warning("the catalog %s is damaged (not a database); moved to %s, and the index is made again from "
                     "the notes", path, aside.name)
         catalog = Catalog(path, writer=True)
-        catalog.was_reset = self._catalog_damaged = True
+        catalog.was_reset = True
         return catalog
 
     def _take_lock(self) -> None:

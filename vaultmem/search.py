@@ -12,9 +12,10 @@ hits with snippets. The ranking formula lives here and its weights in config.Sea
                         ("on 25 May, 2022": 1 that day, less within a week; "in November 2022": 0.5)
 
 A note that shares an entity with the query is a candidate even with no word in common (its
-score is then the bonus alone); one found by its vector alone must reach `min_cosine`. Results are one hit per note (its best chunk). Current notes
-only unless history is asked for; retired notes (usage.py) count as not current. `as_of` answers
-with the notes that existed, and were current, at that moment.
+score is then the bonus alone); one found by its vector alone must reach `min_cosine`. Results
+are one hit per note (its best chunk). Current notes only unless history is asked for; retired
+notes (usage.py) count as not current. `as_of` answers with the notes that existed, and were
+current, at that moment.
 
 The engines are reached only through VaultIndex and never written; the one write is to the
 usage records (which notes were returned, for which task).
