@@ -61,6 +61,21 @@ def written_at(row: sqlite3.Row | dict) -> float:
     return row["date_ts"] if row["date_ts"] is not None else (row["mtime_ns"] or 0) / 1e9
 
 
+def indexed_vaults(state_dir: Path) -> list[str]:
+    """The names of the vaults an index holds, read without writing anything (no index: [])."""
+    path = state_dir / "catalog.sqlite3"
+    if not path.is_file():
+        return []
+    try:
+        db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+        try:
+            return [r[0] for r in db.execute("SELECT name FROM vaults ORDER BY name")]
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return []
+
+
 def chunk_id(note_key: str, ord_: int) -> str:
     return f"{note_key}#{ord_}"
 

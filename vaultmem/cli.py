@@ -28,7 +28,7 @@ from .errors import DiskFullError, UsageError, VaultmemError, is_disk_full
 
 EPILOG = """exit codes: 0 ok, 1 query found nothing / inventory has findings / forget declined,
 2 usage or config error, 3 no index yet, 4 embedder changed (run `vaultmem index --rebuild`),
-5 embedder failed, 6 no space left on the disk of the index"""
+5 embedder failed, 6 no space left on the disk of the index, 7 systemctl failed (service)"""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -267,10 +267,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("service", help="install the systemd user service",
                        description="Write ~/.config/systemd/user/vaultmem.service for this user, running "
-                                   "`vaultmem daemon` with the given options, and print how to enable it.")
-    p.add_argument("action", choices=["install", "print"], help="install: write the unit; print: show it")
-    p.add_argument("--vault", action="append", default=[], metavar="[NAME=]DIR", help="vaults for the daemon")
+                                   "`vaultmem daemon` with the given options and with the state dir, config "
+                                   "file, socket and embedder settings this shell resolves (systemd does not "
+                                   "see your shell's environment); with --enable, start it now and at every "
+                                   "login. A config or usage error (exit 2) or a changed embedder (exit 4) "
+                                   "stops the service instead of restarting it.",
+                       epilog="examples:\n"
+                              "  vaultmem service install --vault ~/.claude --vault work=~/src/app --enable\n"
+                              "  vaultmem service print               # the unit, written nowhere\n"
+                              "  vaultmem service uninstall           # stop, disable, remove the unit",
+                       formatter_class=_Help)
+    p.add_argument("action", choices=["install", "uninstall", "print"],
+                   help="install: write the unit; uninstall: stop and disable it and remove the unit "
+                        "(the index stays); print: show the unit")
+    p.add_argument("--vault", action="append", default=[], metavar="[NAME=]DIR",
+                   help="vaults for the daemon (default: the configured, else the indexed ones)")
     p.add_argument("--socket", metavar="PATH", help="socket path for the daemon")
+    p.add_argument("--enable", action="store_true",
+                   help="with install: `systemctl --user daemon-reload`, enable it at login, and (re)start it")
     _common(p)
     return parser
 
@@ -683,7 +697,7 @@ def cmd_daemon(args: argparse.Namespace) -> int:
 def cmd_service(args: argparse.Namespace) -> int:
     from .service import run
 
-    return run(args)
+    return run(args, _settings(args, vaults=args.vault))
 
 
 COMMANDS = {"index": cmd_index, "query": cmd_query, "status": cmd_status, "reindex": cmd_reindex,

@@ -41,6 +41,12 @@ class EmbedderError(VaultmemError):
     exit_code = 5
 
 
+class ServiceError(VaultmemError):
+    """`systemctl --user` is missing or refused (service install --enable, service uninstall)."""
+
+    exit_code = 7
+
+
 class DatabaseUnreadable(VaultmemError):
     """A database file that cannot be opened; `damaged` when SQLite says its bytes are wrong
     (not when the directory is read-only or the file locked)."""

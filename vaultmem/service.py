@@ -1,14 +1,25 @@
-"""`vaultmem service install|print`: the systemd user unit for this user, from the template in
-systemd/vaultmem.service (also embedded here so an installed package does not need the repo)."""
+"""`vaultmem service install|uninstall|print`: the systemd user unit for this user, from the
+template in systemd/vaultmem.service (also embedded here so an installed package does not need
+the repo), and with `--enable` the `systemctl --user` calls that start it at login.
+
+The unit pins what this shell resolved (state dir, config file, socket, vaults, embedder
+settings from the environment): systemd starts the daemon without the user's shell
+environment, and a daemon that indexed another state dir than the one `vaultmem query` reads
+would look like an empty index."""
 
 from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
-from .errors import UsageError
+from .errors import ServiceError, UsageError
+
+UNIT = "vaultmem.service"
+# settings read from the environment that the daemon started by systemd would not see
+PINNED_ENV = ("VAULTMEM_EMBEDDER", "VAULTMEM_EMBEDDER_URL", "VAULTMEM_EMBEDDER_MODEL")
 
 TEMPLATE = """\
 [Unit]
@@ -21,27 +32,16 @@ NotifyAccess=main
 ExecStart={exec_start}
 Restart=on-failure
 RestartSec=2
+RestartPreventExitStatus=2 4
 TimeoutStartSec=30min
 TimeoutStopSec=60
 KillSignal=SIGTERM
 Environment=PYTHONUNBUFFERED=1
 Environment=MALLOC_ARENA_MAX=2
-
+{environment}
 [Install]
 WantedBy=default.target
 """
-
-
-def _vaults(args) -> list[tuple[str, str]]:
-    """(name or "", absolute directory) of each --vault."""
-    out = []
-    for v in args.vault:
-        name, _, path = v.rpartition("=") if "=" in v and not os.path.exists(v) else ("", "", v)
-        full = os.path.abspath(os.path.expanduser(path))
-        if not os.path.isdir(full):
-            raise UsageError(f"vault directory not found: {full}")
-        out.append((name, full))
-    return out
 
 
 def watch_warning(roots: list[str]) -> str | None:
@@ -58,7 +58,7 @@ def watch_warning(roots: list[str]) -> str | None:
             + RAISE_WATCH_LIMIT)
 
 
-def unit_text(args) -> str:
+def unit_text(args, settings) -> str:
     beside = Path(sys.executable).parent / "vaultmem"  # the script of this very installation
     if beside.is_file() and os.access(beside, os.X_OK):
         cmd = [str(beside)]
@@ -67,40 +67,117 @@ def unit_text(args) -> str:
     else:
         cmd = [sys.executable, "-m", "vaultmem.cli"]
     cmd.append("daemon")
-    for name, full in _vaults(args):
-        cmd += ["--vault", f"{name}={full}" if name else full]
-    if args.state_dir:
-        cmd += ["--state-dir", os.path.abspath(os.path.expanduser(args.state_dir))]
-    if args.config:
-        cmd += ["--config", os.path.abspath(os.path.expanduser(args.config))]
-    if args.socket:
-        cmd += ["--socket", os.path.abspath(os.path.expanduser(args.socket))]
-    # systemd's ExecStart quoting: double quotes, with % doubled (specifier escape)
-    exec_start = " ".join(('"' + c.replace('"', '\\"') + '"') if (" " in c or '"' in c) else c for c in cmd)
-    return TEMPLATE.format(exec_start=exec_start.replace("%", "%%"))
+    if args.vault or os.environ.get("VAULTMEM_VAULTS"):  # else the config file's, which the daemon reads
+        for v in settings.vaults:
+            cmd += ["--vault", f"{v.name}={v.root}"]
+    cmd += ["--state-dir", str(settings.state_dir)]
+    config = settings.config_file and Path(settings.config_file).expanduser().resolve()
+    if config and config != (Path.home() / ".config/vaultmem/vaultmem.toml").resolve():  # else systemd's default
+        cmd += ["--config", str(config)]
+    socket = args.socket or os.environ.get("VAULTMEM_SOCKET")
+    if socket:
+        cmd += ["--socket", os.path.abspath(os.path.expanduser(socket))]
+    environment = "".join(f"Environment={_quote(f'{k}={os.environ[k]}')}\n" for k in PINNED_ENV if os.environ.get(k))
+    # systemd expands % (specifiers) in both lines and $ (variables) in ExecStart: doubled, they are kept
+    exec_start = " ".join(_quote(c) for c in cmd).replace("%", "%%").replace("$", "$$")
+    return TEMPLATE.format(exec_start=exec_start, environment=environment.replace("%", "%%"))
 
 
-def run(args) -> int:
-    text = unit_text(args)
+def _quote(word: str) -> str:
+    """A word as systemd reads it: in double quotes, with C escapes, when it needs them."""
+    if not any(c in word for c in ' "\\\'\t'):
+        return word
+    return '"' + word.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _check_vaults(args, settings) -> None:
+    """Refuse a unit whose daemon would have nothing to watch (it would exit at every start)."""
+    from .catalog import indexed_vaults
+
+    for v in settings.vaults:
+        if args.vault and not v.root.is_dir():
+            raise UsageError(f"vault directory not found: {v.root}")
+    if settings.vaults or indexed_vaults(settings.state_dir):
+        return
+    raise UsageError(f"no vault for the service to watch: pass --vault DIR (or set vaults in "
+                     f"{settings.config_file or 'the config file'}, or index one into {settings.state_dir} first)")
+
+
+def _systemctl(*words: str) -> None:
+    """`systemctl --user WORDS`, or a ServiceError that says what it answered."""
+    cmd = ["systemctl", "--user", *words]
+    if shutil.which("systemctl") is None:
+        raise ServiceError(f"`{' '.join(cmd)}` cannot run: systemctl is not installed (no systemd here?)")
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        raise ServiceError(f"`{' '.join(cmd)}` did not finish in 120 s") from None
+    if done.returncode != 0:
+        said = next((ln.strip() for ln in (done.stderr + done.stdout).splitlines() if ln.strip()), "no message")
+        raise ServiceError(f"`{' '.join(cmd)}` failed (exit {done.returncode}): {said}")
+
+
+def unit_path() -> Path:
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "systemd" / "user" / UNIT
+
+
+def run(args, settings) -> int:
+    if args.action == "uninstall":
+        return _uninstall(settings)
+    _check_vaults(args, settings)
+    text = unit_text(args, settings)
     if args.action == "print":
         sys.stdout.write(text)
         return 0
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    target = base / "systemd" / "user" / "vaultmem.service"
+    target = unit_path()
     target.parent.mkdir(parents=True, exist_ok=True)
+    before = target.read_text(encoding="utf-8", errors="replace") if target.is_file() else None
     tmp = target.with_suffix(".service.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, target)
-    print(f"wrote {target}")
-    warning = watch_warning([full for _, full in _vaults(args)])
+    print(f"{'wrote' if before is None else 'unchanged' if before == text else 'replaced'} {target}")
+    warning = watch_warning([str(v.root) for v in settings.vaults if v.root.is_dir()])
     if warning:
         print(warning, file=sys.stderr)
-    print("enable it at login and start it now:")
-    print("  systemctl --user daemon-reload && systemctl --user enable --now vaultmem")
+    if args.enable:
+        try:
+            _systemctl("daemon-reload")
+            _systemctl("enable", UNIT)
+            _systemctl("restart", UNIT)  # starts it, or restarts a running one with the new unit
+        except ServiceError as err:
+            raise ServiceError(f"{err}; the unit is written: enable it by hand with "
+                               "`systemctl --user daemon-reload && systemctl --user enable --now vaultmem`") from None
+        print("enabled at login and started: `systemctl --user status vaultmem` shows it, "
+              "`vaultmem status` asks it")
+    else:
+        print("enable it at login and start it now (or run this again with --enable):")
+        print("  systemctl --user daemon-reload && systemctl --user enable --now vaultmem")
     print("keep it running after you log out (and start it at boot):")
     print(f"  loginctl enable-linger {os.environ.get('USER', '$USER')}")
     print("follow its log:  journalctl --user -u vaultmem -f")
+    return 0
+
+
+def _uninstall(settings) -> int:
+    """Stop and disable the service, then remove the unit. The index is kept."""
+    target = unit_path()
+    if not target.is_file():
+        print(f"no unit at {target}: nothing to uninstall")
+        return 0
+    if shutil.which("systemctl") is not None:
+        try:
+            _systemctl("disable", "--now", UNIT)
+        except ServiceError as err:
+            raise ServiceError(f"{err}; the unit is kept: remove it by hand with `rm {target}`") from None
+    target.unlink()
+    if shutil.which("systemctl") is not None:
+        try:
+            _systemctl("daemon-reload")
+        except ServiceError as err:
+            print(f"warning: {err}", file=sys.stderr)
+    print(f"stopped, disabled and removed {target}; the index in {settings.state_dir} is kept")
     return 0
