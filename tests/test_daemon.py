@@ -510,6 +510,31 @@ def test_a_daemon_with_no_vaults_configured_serves_the_index_and_will_not_drop_f
     assert daemon.paths("ocelot") == ["memory/a.md"]
 
 
+def test_a_vault_inside_another_owns_what_happens_in_it(daemon):
+    """Both vaults watch the inner one's files (inotify watches are recursive); each change
+    must land in the inner vault alone, moves across the boundary included. Served from the
+    index (no --vault), so the nesting is worked out from the catalog's vaults too."""
+    inner = daemon.vault / "app"
+    (inner / "memory").mkdir(parents=True)
+    atomic_save(daemon.vault / "memory/a.md", "the ocelot prowls\n")
+    r = run_cli("index", "--vault", f"v={daemon.vault}", "--vault", f"app={inner}", "--state-dir", str(daemon.state), "-q")
+    assert r.returncode == 0, r.stderr
+    daemon.vault_args = []
+    daemon.start()
+
+    def where(word: str) -> list[tuple[str, str]]:
+        out = daemon.request({"op": "query", "text": word, "mode": "text", "history": True})
+        return sorted((h["vault"], h["path"]) for h in out["hits"])
+
+    atomic_save(inner / "memory/b.md", "the bison grazes\n")
+    daemon.wait_for(lambda: where("bison"))
+    (daemon.vault / "memory/a.md").rename(inner / "memory/a.md")
+    daemon.wait_for(lambda: where("ocelot") == [("app", "memory/a.md")])
+    daemon.request({"op": "reindex"})  # a full reconcile agrees with what the events did
+    assert where("bison") == [("app", "memory/b.md")] and where("ocelot") == [("app", "memory/a.md")]
+    assert daemon.request({"op": "status"})["notes"] == 2
+
+
 def test_service_install_writes_the_unit_atomically(tmp_path):
     r = run_cli("service", "install", "--vault", str(tmp_path), env={"XDG_CONFIG_HOME": str(tmp_path / "cfg")})
     assert r.returncode == 0 and "enable-linger" in r.stdout

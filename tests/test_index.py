@@ -144,6 +144,29 @@ def test_a_vault_renamed_in_the_config_is_not_indexed_twice(env):
         assert [v.name for v in idx.vaults()] == ["proj"]
 
 
+def test_a_vault_inside_another_owns_its_notes(env):
+    """`--vault ~/src --vault app=~/src/app`: each note of app was indexed twice, once per vault,
+    so every query answered it twice and its topic had two current notes. The inner vault owns
+    its files; an index made before (the outer vault holding them) converges, nothing re-embedded."""
+    env.write("memory/outer.md", note("outer", "the okapi grazes\n"))
+    env.write("app/memory/inner.md", note("inner", "the ibex climbs\n"))
+    env.write("app/CLAUDE.md", "# Rules\n\nthe yak rule\n")
+    env.sync()  # the outer vault alone: app's files are its own
+    assert [(h.vault, h.path) for h in env.query("ibex", mode="text")] == [("v", "app/memory/inner.md")]
+    both = [f"v={env.vault}", f"app={env.vault / 'app'}"]
+    report = env.sync(vaults=both)
+    assert (report.added, report.removed, report.chunks_embedded) == (2, 2, 0)
+    env.overrides["vaults"] = both
+    assert [(h.vault, h.path) for h in env.query("ibex", mode="text")] == [("app", "memory/inner.md")]
+    assert [(h.vault, h.path) for h in env.query("yak", mode="text")] == [("app", "CLAUDE.md")]
+    assert [(h.vault, h.path) for h in env.query("okapi", mode="text")] == [("v", "memory/outer.md")]
+    again = env.sync(vaults=both)
+    assert (again.added, again.removed, again.updated) == (0, 0, 0)
+    with VaultIndex(env.settings()) as idx:
+        assert {k.split(":", 1)[0] for k in idx.catalog.files("app")} == {"app"}
+        assert sorted(idx.catalog.files("v")) == ["v:memory/outer.md"]
+
+
 def test_a_vault_taken_out_of_the_config_is_listed_and_dropped_on_request(env, tmp_path):
     """Out of the config, a vault's notes are still answered but never updated: status says so,
     and `reindex --drop-vault` takes them out of both engines, leaving the files alone."""

@@ -104,6 +104,13 @@ ENV = {
 class Vault:
     name: str
     root: Path
+    # vault-relative POSIX paths of the other served vaults' roots inside this one: their files
+    # are theirs alone (else `--vault ~/src --vault app=~/src/app` indexed each note twice)
+    inner: tuple[str, ...] = field(default=(), compare=False, repr=False)
+
+    def owns(self, rel: str) -> bool:
+        """Whether the vault-relative path `rel` is this vault's, not a nested vault's."""
+        return not any(rel == d or rel.startswith(d + "/") for d in self.inner)
 
     def status(self, configured: bool = True) -> dict:
         """As `status` reports it: `found` is false while the directory is missing (kept as last
@@ -256,6 +263,18 @@ def _vault_name(root: Path) -> str:
     return re.sub(r"[^\w.-]+", "-", unicodedata.normalize("NFC", root.name)).strip("-.") or "vault"
 
 
+def nest(vaults: list[Vault], served: list[Vault] | None = None) -> list[Vault]:
+    """`vaults`, each with `inner` set to the roots of the `served` vaults (default: `vaults`)
+    that lie inside it."""
+    served = vaults if served is None else served
+    out = []
+    for v in vaults:
+        inner = sorted(w.root.relative_to(v.root).as_posix() for w in served
+                       if w.root != v.root and w.root.is_relative_to(v.root))
+        out.append(Vault(v.name, v.root, tuple(inner)))
+    return out
+
+
 def make_vaults(items: list[tuple[str | None, str]]) -> tuple[Vault, ...]:
     vaults: list[Vault] = []
     for name, raw in items:
@@ -269,7 +288,7 @@ def make_vaults(items: list[tuple[str | None, str]]) -> tuple[Vault, ...]:
         if any(v.root == root for v in vaults):
             continue
         vaults.append(Vault(unique, root))
-    return tuple(vaults)
+    return tuple(nest(vaults))
 
 
 def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> Settings:

@@ -223,8 +223,8 @@ class _Events(FileSystemEventHandler):
                 continue
             path = raw.decode() if isinstance(raw, bytes) else raw
             rel = relpath_in(self.vault, path)
-            if not rel or rel == ".":
-                continue  # the root itself: Daemon._check_roots looks after it
+            if not rel or rel == "." or not self.vault.owns(rel):
+                continue  # the root itself (Daemon._check_roots looks after it), or a nested vault's
             if event.is_directory:
                 if not dir_excluded(rel, self.exclude):
                     self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))

@@ -25,7 +25,7 @@ from typing import Callable
 import numpy as np
 
 from .catalog import Catalog, FileState, chunk_id
-from .config import Settings, Vault
+from .config import Settings, Vault, nest
 from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
 from .errors import DatabaseUnreadable, DiskFullError, IndexMissingError, UsageError, VaultmemError, is_disk_full
 from .fulltext import FullText
@@ -224,8 +224,10 @@ class VaultIndex:
         return self._vectors
 
     def vaults(self) -> list[Vault]:
-        """Every vault in the index."""
-        return self.catalog.vaults()
+        """Every vault in the index (each owning its files but those of a served vault nested
+        in it)."""
+        indexed = self.catalog.vaults()
+        return nest(indexed, list(self.settings.vaults) or indexed)
 
     def served(self) -> list[Vault]:
         """The vaults kept in line with their files: those the settings name (config file or
@@ -354,7 +356,7 @@ class VaultIndex:
             full = os.path.join(str(vault.root), rel)
             if os.path.isdir(full):
                 scanned.update(scan_vault(vault, cfg.include, cfg.exclude, under=rel))
-            elif is_note_path(rel, cfg.include, cfg.exclude):
+            elif is_note_path(rel, cfg.include, cfg.exclude) and vault.owns(rel):
                 s = stat_file(vault, rel)
                 if s is not None:
                     scanned[s.key] = s

@@ -73,12 +73,12 @@ def dir_excluded(relpath: str, exclude: tuple[str, ...]) -> bool:
 def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
                under: str = "") -> dict[str, ScannedFile]:
     """All note files of a vault (or of its subdirectory `under`) by key, unstattable ones
-    (dangling symlinks) included with their `problem`."""
+    (dangling symlinks) included with their `problem`; none under a nested vault's root."""
     found: dict[str, ScannedFile] = {}
     root = str(vault.root)
     seen_dirs: set[tuple[int, int]] = set()
     start = os.path.join(root, under) if under else root
-    if not os.path.isdir(start):  # a missing vault root is the callers' to report (index.sync)
+    if not os.path.isdir(start) or not vault.owns(under):  # a missing root is the callers' to report (index.sync)
         return found
     for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
         try:
@@ -93,7 +93,8 @@ def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
         seen_dirs.add(ident)
         rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
         rel_dir = "" if rel_dir == "." else rel_dir
-        dirnames[:] = sorted(d for d in dirnames if not dir_excluded(f"{rel_dir}/{d}".lstrip("/"), exclude))
+        dirnames[:] = sorted(d for d in dirnames if not dir_excluded(f"{rel_dir}/{d}".lstrip("/"), exclude)
+                             and vault.owns(f"{rel_dir}/{d}".lstrip("/")))
         for name in filenames:
             rel = f"{rel_dir}/{name}" if rel_dir else name
             if not is_note_path(rel, include, exclude):
