@@ -276,7 +276,7 @@ def test_sigterm_finishes_and_restart_picks_up_edits_made_while_down(daemon):
         d2.stop()
 
 
-def test_systemd_readiness_and_stopping_notifications(daemon, tmp_path):
+def test_systemd_readiness_reloading_and_stopping_notifications(daemon, tmp_path):
     atomic_save(daemon.vault / "memory/a.md", "the lemur leaps\n")
     notify = tmp_path / "notify.sock"
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -289,6 +289,10 @@ def test_systemd_readiness_and_stopping_notifications(daemon, tmp_path):
     # readiness comes after the start-up reconcile, with the socket already up
     st = daemon.request({"op": "status"})
     assert st["ready"] and st["notes"] == 1
+    daemon.proc.send_signal(signal.SIGHUP)  # a reload: the same pid says so, then that it is ready again
+    assert srv.recv(4096).decode().startswith("RELOADING=1\nMONOTONIC_USEC=")
+    assert srv.recv(4096).decode().startswith("READY=1")
+    assert daemon.wait_ready()["pid"] == daemon.proc.pid
     daemon.proc.send_signal(signal.SIGTERM)
     assert srv.recv(4096).decode().startswith("STOPPING=1")
     assert daemon.proc.wait(60) == 0
@@ -533,6 +537,42 @@ def test_a_vault_inside_another_owns_what_happens_in_it(daemon):
     daemon.request({"op": "reindex"})  # a full reconcile agrees with what the events did
     assert where("bison") == [("app", "memory/b.md")] and where("ocelot") == [("app", "memory/a.md")]
     assert daemon.request({"op": "status"})["notes"] == 2
+
+
+def test_sighup_reloads_the_config_in_the_same_process_and_refuses_one_that_does_not_read(daemon, tmp_path):
+    """`systemctl --user reload vaultmem`: a vault added to the config is watched without a
+    restart by hand (same pid, as systemd follows it); a config that does not read is said in
+    the log and the daemon goes on serving as it was. `status` says when the file changed."""
+    other = tmp_path / "other"
+    (other / "memory").mkdir(parents=True)
+    (other / "memory/gnu.md").write_text("the gnu migrates\n")
+    atomic_save(daemon.vault / "memory/a.md", "the ocelot prowls\n")
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text(f'[vaults]\nv = "{daemon.vault}"\n')
+    daemon.vault_args = ["--config", str(cfg)]
+    daemon.start()
+    pid = daemon.request({"op": "status"})["pid"]
+    assert daemon.paths("gnu") == [] and daemon.request({"op": "status"})["config_changed"] is False
+
+    atomic_save(cfg, f'[vaults]\nv = "{daemon.vault}"\nzoo = "{other}"\n')
+    st = run_cli("status", "--socket", str(daemon.sock), "--state-dir", str(daemon.state), "--config", str(cfg))
+    assert f"changed since the daemon read it: `systemctl --user reload vaultmem` (or `kill -HUP {pid}`)" in st.stdout
+    os.kill(pid, signal.SIGHUP)
+    # connections are refused or reset while it starts over: the log says when it is back
+    daemon.wait_for(lambda: "ready: " in daemon.log.read_text().partition("SIGHUP: reloading")[2], timeout=60)
+    st = daemon.wait_ready()
+    assert daemon.paths("gnu") == ["memory/gnu.md"]
+    assert st["pid"] == pid == daemon.proc.pid and daemon.proc.poll() is None
+    assert st["config_changed"] is False and [v["name"] for v in st["vaults"]] == ["v", "zoo"]
+
+    cfg.write_text('[vaults\n')
+    os.kill(pid, signal.SIGHUP)
+    daemon.wait_for(lambda: "the config is not reloaded, this daemon goes on as it was: cannot read config file"
+                    in daemon.log.read_text())
+    st = daemon.request({"op": "status"})
+    assert st["pid"] == pid and st["ready"] and st["config_changed"] is True and st["uptime_s"] > 0.5
+    assert daemon.paths("ocelot") == ["memory/a.md"] and daemon.paths("gnu") == ["memory/gnu.md"]
+    assert daemon.stop() == 0
 
 
 def test_service_install_writes_the_unit_atomically(tmp_path):

@@ -257,7 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("daemon", help="watch the vaults and serve queries on a Unix socket (foreground)",
                        description="Run in the foreground (what systemd starts): index the vaults, keep the "
                                    "index equal to the files as they change, answer on a Unix socket. "
-                                   "SIGTERM finishes the batch in hand, commits and exits.",
+                                   "SIGTERM finishes the batch in hand, commits and exits; SIGHUP (systemctl --user "
+                                   "reload vaultmem) reads the config again and starts over, or, when the "
+                                   "config does not read, says why in the log and goes on as it was.",
                        epilog="example: vaultmem daemon --vault ~/.claude --vault work=~/src/app")
     p.add_argument("--vault", action="append", default=[], metavar="[NAME=]DIR",
                    help="a vault directory (repeatable; default: the configured or previously indexed vaults)")
@@ -481,6 +483,9 @@ def cmd_status(args: argparse.Namespace) -> int:
                   "raise fs.inotify.max_user_watches")
         if st.get("last_inventory"):
             print(f"last inventory {st['last_inventory']} (see inventory/latest.txt in the state dir)")
+        if st.get("config_changed"):
+            print(f"the config file {st['config_file']} changed since the daemon read it: "
+                  f"`systemctl --user reload vaultmem` (or `kill -HUP {st['pid']}`) applies it")
     print(f"state dir: {st['state_dir']}")
     for v in st["vaults"]:
         if not v.get("configured", True):
@@ -684,14 +689,25 @@ def _self_command() -> str:
 
 def cmd_daemon(args: argparse.Namespace) -> int:
     from .client import socket_path
-    from .daemon import Daemon
+    from .daemon import RELOAD, Daemon
 
     settings = _settings(args, vaults=args.vault)
     # a vault directory missing at start (a drive not mounted yet at login) is watched for, as
     # one that goes away later is: the daemon logs it and serves the rest meanwhile
     if not args.debug and not args.quiet:
         logging.getLogger().setLevel(logging.INFO)
-    return Daemon(settings, socket_path(args.socket, settings.daemon.socket)).run()
+    daemon = Daemon(settings, socket_path(args.socket, settings.daemon.socket),
+                    reload_settings=lambda: _settings(args, vaults=args.vault))
+    if daemon.run() != RELOAD:
+        return 0
+    # start over in this very process (systemd follows the pid): every setting read afresh
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    except OSError as err:  # exit 1: systemd starts it again (Restart=on-failure)
+        print(f"vaultmem: error: the daemon stopped to reload but cannot start again: {err}", file=sys.stderr)
+        return 1
 
 
 def cmd_service(args: argparse.Namespace) -> int:

@@ -37,7 +37,7 @@ from watchdog.observers import Observer
 
 from . import __version__, inventory, ops
 from .client import Client, DaemonUnavailable, socket_problem
-from .config import Settings, Vault, cache_dir
+from .config import Settings, Vault, cache_dir, default_config_path
 from .errors import UsageError, VaultmemError, is_disk_full
 from .index import SyncReport, VaultIndex, embedder_identity
 from .query import check_unicode
@@ -341,10 +341,31 @@ class _Context(ops.Context):
         return work.result["value"]
 
 
+# Daemon.run's answer when SIGHUP asked for a reload and the config now reads well: the caller
+# runs the daemon again from the start (cli.cmd_daemon: exec, same pid, as systemd expects).
+RELOAD = -1
+
+
+def _stamp(path) -> tuple[int, int, int] | None:
+    """What tells a file changed (mtime, size, inode: an editor's atomic save is a new inode)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
 class Daemon:
-    def __init__(self, settings: Settings, socket_path: str):
+    def __init__(self, settings: Settings, socket_path: str,
+                 reload_settings: Callable[[], Settings] | None = None):
+        """`reload_settings`: resolves the settings again (same flags, the config file and
+        environment as they are now), for SIGHUP; None: SIGHUP only stops."""
         self.settings = settings
         self.socket_path = socket_path
+        self.reload_settings = reload_settings
+        self._config_path = settings.config_file or default_config_path()
+        self._config_stamp = _stamp(self._config_path)
+        self._hup = False
         self.queue: queue.Queue[Work] = queue.Queue()
         self.stop_event = threading.Event()
         self.read_lock = threading.Lock()
@@ -377,16 +398,42 @@ class Daemon:
     # -------------------------------------------------------------- life cycle
 
     def run(self) -> int:
-        """Start everything, serve until SIGTERM/SIGINT, shut down cleanly."""
+        """Start everything, serve until SIGTERM/SIGINT, shut down cleanly; 0. On SIGHUP (`systemctl
+        --user reload vaultmem`), read the config again: when it reads well, shut down the same
+        way and return RELOAD; when not, say why and keep serving as before."""
         signal.signal(signal.SIGTERM, lambda *_: self.stop_event.set())
         signal.signal(signal.SIGINT, lambda *_: self.stop_event.set())
+        signal.signal(signal.SIGHUP, lambda *_: setattr(self, "_hup", True))
+        reloading = False
         self.start()
         try:
-            while not self.stop_event.wait(1.0):
-                pass
+            while not self.stop_event.wait(0.5):
+                if self._hup:
+                    self._hup = False
+                    if reloading := self._new_config_reads_well():
+                        break
         finally:
-            self.shutdown()
-        return 0
+            self.shutdown(reloading)
+        return RELOAD if reloading else 0
+
+    def _new_config_reads_well(self) -> bool:
+        if self.reload_settings is None:
+            log.warning("SIGHUP: this daemon cannot reload; restart it")
+            return False
+        try:
+            settings = self.reload_settings()
+        except VaultmemError as err:
+            log.error("SIGHUP: the config is not reloaded, this daemon goes on as it was: %s", err)
+            return False
+        if not settings.vaults and not self.writer.vaults():
+            log.error("SIGHUP: the config is not reloaded, this daemon goes on as it was: it names no vault")
+            return False
+        log.info("SIGHUP: reloading: the daemon starts again with the config as it is now")
+        return True
+
+    def config_changed(self) -> bool:
+        """The config file was edited (made, removed) since this daemon read it."""
+        return _stamp(self._config_path) != self._config_stamp
 
     def start(self) -> None:
         if problem := socket_problem(self.socket_path):  # said before minutes of indexing, not after
@@ -587,9 +634,12 @@ class Daemon:
             os.umask(old)
         os.chmod(self.socket_path, 0o600)
 
-    def shutdown(self) -> None:
+    def shutdown(self, reloading: bool = False) -> None:
         log.info("stopping")
-        sd_notify("STOPPING=1")
+        if reloading:  # the same pid sends READY=1 again once it has started over
+            sd_notify(f"RELOADING=1\nMONOTONIC_USEC={time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1000}")
+        else:
+            sd_notify("STOPPING=1")
         if self.observer is not None:
             self.observer.stop()
         if self.scheduler is not None:
@@ -816,6 +866,7 @@ class Daemon:
             "write_failure": self.write_failure,
             "last_inventory": _iso(inventory.last_saved(self.settings.state_dir)),
             "uptime_s": round(time.time() - self.started, 1), "skipped_files": skipped,
+            "config_file": str(self._config_path), "config_changed": self.config_changed(),
         }
 
     def op_reindex(self, req: dict) -> dict:

@@ -30,6 +30,7 @@ After=default.target
 Type=notify
 NotifyAccess=main
 ExecStart={exec_start}
+ExecReload=/bin/kill -HUP $MAINPID
 Restart=on-failure
 RestartSec=2
 RestartPreventExitStatus=2 4
