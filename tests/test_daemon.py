@@ -575,6 +575,31 @@ def test_sighup_reloads_the_config_in_the_same_process_and_refuses_one_that_does
     assert daemon.stop() == 0
 
 
+def test_index_while_the_daemon_keeps_the_index_is_done_by_it_or_says_how(daemon, tmp_path):
+    """`vaultmem index` was refused outright ("another vaultmem process is writing"), also for
+    the vaults the daemon watches; a vault it does not watch must go into its config (and a
+    reload), which the refusal now says, with the line to add."""
+    atomic_save(daemon.vault / "memory/a.md", "the ocelot prowls\n")
+    daemon.start()
+    env = {"VAULTMEM_SOCKET": str(daemon.sock)}
+    r = run_cli("index", "--vault", f"v={daemon.vault}", "--state-dir", str(daemon.state), env=env)
+    assert r.returncode == 0 and r.stdout.startswith("reindexed: 1 files: 0 added"), r.stdout + r.stderr
+    assert f"the daemon (pid {daemon.proc.pid}) keeps this index: it reconciles it" in r.stderr
+    r = run_cli("index", "--rebuild", "--json", "--state-dir", str(daemon.state), env=env)
+    out = json.loads(r.stdout)
+    assert r.returncode == 0 and out["added"] == 1 and out["vaults"] == ["v"] and out["daemon_pid"] == daemon.proc.pid
+    assert daemon.paths("ocelot") == ["memory/a.md"]
+    other = tmp_path / "other"
+    other.mkdir()
+    r = run_cli("index", "--vault", f"zoo={other}", "--state-dir", str(daemon.state), env=env)
+    assert r.returncode == 2 and r.stderr.strip() == (
+        f"vaultmem: error: the daemon (pid {daemon.proc.pid}) keeps this index and does not watch {other}: add it "
+        f"under [vaults] in /nonexistent-vaultmem-test/vaultmem/vaultmem.toml (e.g. zoo = \"{other}\"), then "
+        f"`systemctl --user reload vaultmem` (or `kill -HUP {daemon.proc.pid}`)"), r.stderr
+    r = run_cli("index", "--state-dir", str(daemon.state))  # a daemon on another socket: the lock's word
+    assert r.returncode == 2 and "another vaultmem process (pid" in r.stderr
+
+
 def test_service_install_writes_the_unit_atomically(tmp_path):
     r = run_cli("service", "install", "--vault", str(tmp_path), env={"XDG_CONFIG_HOME": str(tmp_path / "cfg")})
     assert r.returncode == 0 and "enable-linger" in r.stdout

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import DiskFullError, UsageError, VaultmemError, is_disk_full
+from .errors import DiskFullError, IndexBusy, UsageError, VaultmemError, is_disk_full
 
 EPILOG = """exit codes: 0 ok, 1 query found nothing / inventory has findings / forget declined,
 2 usage or config error, 3 no index yet, 4 embedder changed (run `vaultmem index --rebuild`),
@@ -103,7 +103,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "one stat; changed text is re-embedded, unchanged text never. A big load "
                                    "([index] batch_files notes or more) is followed by the upkeep the daemon "
                                    "runs: compaction, and past 100,000 chunks the vector index (minutes, once). "
-                                   "While a daemon runs it owns the index: use `vaultmem reindex` instead.",
+                                   "While a daemon keeps the index, it does the work (a vault it does not watch "
+                                   "goes in its config first: the error says how).",
                        epilog="example: vaultmem index --vault ~/.claude --vault work=~/src/app --state-dir ~/.local/state/vaultmem")
     p.add_argument("--vault", action="append", default=[], metavar="[NAME=]DIR",
                    help="a vault directory (repeatable; default: the vaults indexed before)")
@@ -318,7 +319,11 @@ def cmd_index(args: argparse.Namespace) -> int:
     for v in settings.vaults:
         if not v.root.is_dir():
             raise UsageError(f"vault directory not found: {v.root}")
-    with VaultIndex(settings, writable=True) as idx:
+    try:
+        writer = VaultIndex(settings, writable=True)
+    except IndexBusy as busy:
+        return _index_through_daemon(args, settings, busy)
+    with writer as idx:
         vaults = idx.served()
         if not vaults:
             raise UsageError("no vault given: pass --vault DIR (or set vaults in the config file)")
@@ -341,6 +346,44 @@ def cmd_index(args: argparse.Namespace) -> int:
         for key, reason in sorted(report.problems.items()):
             print(f"skipped {key}: {reason}", file=sys.stderr)
         print(f"indexed {', '.join(v.name for v in vaults)}: {report.summary()}")
+    return 0
+
+
+def _index_through_daemon(args: argparse.Namespace, settings, busy: IndexBusy) -> int:
+    """`vaultmem index` while the daemon keeps this index: it reconciles (or rebuilds) for us
+    when it watches every vault asked for; a vault it does not watch needs the config and a
+    reload, which is said. Anything else holding the lock: `busy` as it was."""
+    from .client import DaemonUnavailable, call, socket_path
+    from .config import default_config_path
+
+    sock = socket_path(None, settings.daemon.socket)
+    try:
+        st = call(sock, {"op": "status"}, timeout=10)
+    except (DaemonUnavailable, OSError, ValueError):
+        raise busy from None
+    if not st.get("ok") or Path(st.get("state_dir", "")) != settings.state_dir or st.get("pid") != busy.holder:
+        raise busy
+    watched = {Path(v["root"]) for v in st["vaults"] if v.get("configured", True)}
+    missing = [v for v in settings.vaults if v.root not in watched]
+    if missing:
+        config = settings.config_file or default_config_path()
+        raise UsageError(
+            f"the daemon (pid {st['pid']}) keeps this index and does not watch "
+            f"{', '.join(f'{v.root}' for v in missing)}: add {'it' if len(missing) == 1 else 'them'} under [vaults] in {config} "
+            f"(e.g. {missing[0].name} = \"{missing[0].root}\"), then `systemctl --user reload vaultmem` "
+            f"(or `kill -HUP {st['pid']}`)")
+    if not args.quiet:
+        print(f"the daemon (pid {st['pid']}) keeps this index: it {'rebuilds' if args.rebuild else 'reconciles'} it",
+              file=sys.stderr)
+    out = call(sock, {"op": "reindex", "rebuild": bool(args.rebuild)})
+    if not out.get("ok"):
+        raise VaultmemError(out.get("error") or "the daemon could not reindex")
+    if args.json:  # as `index --json` prints it in process
+        print(json.dumps({**out["report"], "problems": out.get("problems", {}),
+                          "vaults": [v["name"] for v in st["vaults"] if v.get("configured", True)],
+                          "daemon_pid": st["pid"]}, ensure_ascii=False))
+    else:
+        _print_reindex(args, out)
     return 0
 
 
@@ -513,21 +556,26 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         out = backend.request(req)
     finally:
         backend.close()
-    if args.json:
-        print(json.dumps(out, ensure_ascii=False))
-        return 0
-    if args.quiet:
-        return 0
-    r = out["report"]
-    if args.drop_vault:
+    if args.drop_vault and not args.json and not args.quiet:
+        r = out["report"]
         print(f"dropped vault {', '.join(args.drop_vault)} from the index: {r['removed']} "
               f"{'note' if r['removed'] == 1 else 'notes'} removed (the files are untouched)")
         return 0
+    _print_reindex(args, out)
+    return 0
+
+
+def _print_reindex(args: argparse.Namespace, out: dict) -> None:
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+        return
+    if args.quiet:
+        return
+    r = out["report"]
     for key, reason in sorted(out.get("problems", {}).items()):
         print(f"skipped {key}: {reason}", file=sys.stderr)
     print(f"reindexed: {r['files']} files: {r['added']} added, {r['updated']} updated, {r['removed']} removed, "
           f"{r['unchanged']} unchanged, {r['skipped']} skipped; {r['chunks_embedded']} chunks embedded")
-    return 0
 
 
 def _run(args: argparse.Namespace, req: dict) -> dict:

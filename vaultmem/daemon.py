@@ -878,7 +878,8 @@ class Daemon:
                 return {"ok": False, "code": "UsageError", "error": "drop must be a list of vault names"}
             watched = sorted(set(drop) & set(self.vaults))
             if watched:
-                how = ("take it out of its config (or --vault flags), restart the daemon, then drop it"
+                how = ("take it out of the config, reload the daemon (`systemctl --user reload vaultmem`; one "
+                       "started with --vault flags: restart it without), then drop it"
                        if self.settings.vaults else "with no vaults configured it watches every vault in the "
                        "index: stop it, drop the vault, and start it again")
                 return {"ok": False, "code": "UsageError",

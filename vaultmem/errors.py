@@ -29,6 +29,14 @@ class IndexMissingError(VaultmemError):
     exit_code = 3
 
 
+class IndexBusy(VaultmemError):
+    """Another process (a daemon, another `vaultmem index`) holds the index's writer lock."""
+
+    def __init__(self, message: str, holder: int | None = None):
+        super().__init__(message)
+        self.holder = holder
+
+
 class EmbedderMismatchError(VaultmemError):
     """The vector table was built by another embedder than the configured one."""
 

@@ -27,7 +27,7 @@ import numpy as np
 from .catalog import Catalog, FileState, chunk_id
 from .config import Settings, Vault, nest
 from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
-from .errors import DatabaseUnreadable, DiskFullError, IndexMissingError, UsageError, VaultmemError, is_disk_full
+from .errors import DatabaseUnreadable, DiskFullError, IndexBusy, IndexMissingError, UsageError, VaultmemError, is_disk_full
 from .fulltext import FullText
 from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
 from . import writing
@@ -176,9 +176,10 @@ class VaultIndex:
             holder = os.read(fd, 32).decode("ascii", "replace").strip()
             os.close(fd)
             who = f"pid {holder}" if holder.isdigit() else "another process"
-            raise VaultmemError(
+            raise IndexBusy(
                 f"another vaultmem process ({who}) is writing {self.state_dir}: a daemon? `vaultmem status` "
-                "tells, and `vaultmem reindex` has a running daemon catch up with the files") from None
+                "tells, and `vaultmem reindex` has a running daemon catch up with the files",
+                int(holder) if holder.isdigit() else None) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
