@@ -232,6 +232,33 @@ def test_hook_install_keeps_the_settings_file_and_is_idempotent(tmp_path):
     assert bad.returncode == 2 and settings.read_text() == "{broken"
 
 
+def test_hook_install_changes_no_byte_of_a_hand_kept_settings_file_and_follows_its_symlink(tmp_path):
+    """A dotfiles checkout links ~/.claude/settings.json to a file kept by hand (four spaces,
+    lists on one line, 0644): the link stays a link, every byte of the file stays, the hook is
+    added last in its indentation. Shapes that are no settings file are refused untouched."""
+    kept = tmp_path / "dotfiles/settings.json"
+    kept.parent.mkdir()
+    original = '{\n    "model": "opus",\n    "permissions": {"allow": ["Bash(ls:*)", "Read"]}\n}\n'
+    kept.write_text(original)
+    kept.chmod(0o644)
+    link = tmp_path / ".claude/settings.json"
+    link.parent.mkdir()
+    link.symlink_to(kept)
+    r = run_cli("hook", "install", "--settings", str(link))
+    assert r.returncode == 0 and "added" in r.stdout, r.stderr
+    assert link.is_symlink() and (kept.stat().st_mode & 0o777) == 0o644
+    text = kept.read_text()
+    assert text.startswith(original.rstrip()[:-1].rstrip() + ',\n    "hooks": {\n        "SessionStart": [\n')
+    assert text.endswith("\n    }\n}\n")
+    assert json.loads(text)["permissions"] == {"allow": ["Bash(ls:*)", "Read"]}
+    for shape in ('[]', '{"hooks": []}', '{"hooks": {"SessionStart": {}}}', '{"hooks": {"SessionStart": ["x"]}}',
+                  '{"hooks": {"SessionStart": [{"hooks": "x"}]}}'):
+        kept.write_text(shape)
+        bad = run_cli("hook", "install", "--settings", str(link))
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        assert "is not shaped as Claude Code's settings are" in bad.stderr and kept.read_text() == shape
+
+
 # ------------------------------------------------------------------ recall budgets
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -238,20 +239,44 @@ def hook_entry(command: str) -> dict:
 
 
 def install_hook(settings_file: Path, command: str) -> bool:
-    """Add the session-start hook to a Claude Code settings file, keeping everything else in it.
-    Written atomically; returns False when the hook was there already."""
-    data: dict = {}
+    """Add the session-start hook to a Claude Code settings file, keeping everything else in it
+    (and its indentation: Claude Code writes two spaces, a hand-kept file may use four or tabs).
+    Written atomically, through a symlink to its target; returns False when the hook was there
+    already. A file whose shape is not a settings file's is refused, untouched."""
+    from .errors import UsageError
+
+    data: Any = {}
+    text = ""
     if settings_file.exists():
         try:
-            data = json.loads(settings_file.read_text(encoding="utf-8") or "{}")
+            text = settings_file.read_text(encoding="utf-8")
+            data = json.loads(text or "{}")
         except (ValueError, UnicodeDecodeError) as err:
-            from .errors import UsageError
             raise UsageError(f"{settings_file} is not valid JSON ({err}); fix it or add the hook by hand") from None
-    entries = data.setdefault("hooks", {}).setdefault("SessionStart", [])
-    if any(h.get("command", "").endswith("hook session-start") for e in entries for h in e.get("hooks", [])):
+    had_hooks = isinstance(data, dict) and "hooks" in data
+    hooks = data.setdefault("hooks", {}) if isinstance(data, dict) else None
+    entries = hooks.setdefault("SessionStart", []) if isinstance(hooks, dict) else None
+    if not isinstance(entries, list) or not all(
+            isinstance(e, dict) and isinstance(e.get("hooks", []), list) and all(isinstance(h, dict) for h in e.get("hooks", []))
+            for e in entries):
+        where = "the file" if hooks is None else "\"hooks\"" if entries is None else "\"hooks\".\"SessionStart\""
+        raise UsageError(f"{settings_file}: {where} is not shaped as Claude Code's settings are (an object of "
+                         "hook lists); fix it or add the hook by hand (`vaultmem hook print` shows it)")
+    if any(str(h.get("command", "")).endswith("hook session-start") for e in entries for h in e.get("hooks", [])):
         return False
     entries.append(hook_entry(command))
     from .writing import replace_file
 
-    replace_file(settings_file, json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+    found = re.search(r'^([ \t]+)"', text, re.M)
+    indent = found.group(1) if found else "  "
+    head = text.rstrip()
+    if not had_hooks and head.endswith("}"):  # the usual case: every byte there stays, "hooks" goes last
+        head = head[:-1].rstrip()
+        value = json.dumps(data["hooks"], ensure_ascii=False, indent=indent).replace("\n", "\n" + indent)
+        new = f'{head}{"," if head != "{" else ""}\n{indent}"hooks": {value}\n}}{text[len(text.rstrip()):] or chr(10)}'
+        if json.loads(new) != data:  # never write what does not read back as intended
+            new = json.dumps(data, ensure_ascii=False, indent=indent) + "\n"
+    else:
+        new = json.dumps(data, ensure_ascii=False, indent=indent) + "\n"
+    replace_file(settings_file, new)
     return True

@@ -129,10 +129,20 @@ def _umask() -> int:
 def replace_file(path: Path, content: str | bytes | Callable[[BinaryIO], object]) -> None:
     """Replace `path` whole with `content` (text, bytes, or a function that writes to the open
     file), atomically: temp file beside it, fsync, rename, fsync of the directory. Readers see
-    the old file or the new one, never a part."""
+    the old file or the new one, never a part. A symlink (a dotfiles checkout's settings file)
+    stays a symlink: its target is replaced. An existing file keeps its mode; a new one is
+    private (0600)."""
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
+    except OSError:
+        mode = None
     fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:40]}.", suffix=TEMP_SUFFIX)
     try:
+        if mode is not None:
+            os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as f:
             if callable(content):
                 content(f)
