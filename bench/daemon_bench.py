@@ -6,7 +6,8 @@
 - warm hybrid query through the socket (median, p95), also with a tag or kind filter;
 - a fresh `vaultmem query` process end to end (median, p95);
 - restart on the unchanged vault: start to ready;
-- daemon RSS;
+- daemon RSS, and how much of it is its own (anonymous) memory and how much pages of files it
+  maps (library code, the index, the model's word table: clean, shared, given back under pressure);
 - remember (searchable when it answers), feedback, retire, --as-of queries, the inventory and the
   session-start hook, through the socket;
 - warm query latency after --churn single-note edits, against the freshly built index.
@@ -98,10 +99,11 @@ class Daemon:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(120)
 
-    def rss_mb(self) -> tuple[float, float]:
+    def rss_mb(self) -> str:
         status = Path(f"/proc/{self.proc.pid}/status").read_text()
         get = lambda k: int(next(ln for ln in status.splitlines() if ln.startswith(k)).split()[1]) / 1024  # noqa: E731
-        return get("VmRSS:"), get("VmHWM:")
+        return (f"{get('VmRSS:'):.0f} MB (peak {get('VmHWM:'):.0f} MB; its own memory {get('RssAnon:'):.0f} MB, "
+                f"pages of mapped files {get('RssFile:'):.0f} MB)")
 
 
 def warm_queries(client: Client, queries: list[str]) -> list[float]:
@@ -225,8 +227,7 @@ def run(d: "Daemon", args: argparse.Namespace, vault: Path, state: Path, sock: P
         fresh.append((time.perf_counter() - t) * 1000)
     print(f"fresh `vaultmem query` process: {fmt(fresh)}")
 
-    rss, hwm = d.rss_mb()
-    print(f"daemon RSS: {rss:.0f} MB (peak {hwm:.0f} MB)")
+    print(f"daemon RSS: {d.rss_mb()}")
 
     edit_lat = []
     with Client(str(sock)) as c:
@@ -251,8 +252,7 @@ def run(d: "Daemon", args: argparse.Namespace, vault: Path, state: Path, sock: P
     print(f"restart on the unchanged vault: {restart * 1000:.0f} ms to ready")
     with Client(str(sock)) as c:
         warm_queries(c, queries[:50])
-    rss, hwm = d.rss_mb()
-    print(f"daemon RSS after restart and 50 queries: {rss:.0f} MB (peak {hwm:.0f} MB)")
+    print(f"daemon RSS after restart and 50 queries: {d.rss_mb()}")
 
     if args.churn:
         with Client(str(sock)) as c:
@@ -265,9 +265,8 @@ def run(d: "Daemon", args: argparse.Namespace, vault: Path, state: Path, sock: P
                 while c.request({"op": "status"})["generation"] == gen:
                     time.sleep(0.001)
             after = warm_queries(c, queries)
-        rss2, hwm2 = d.rss_mb()
         print(f"after {args.churn} single-note edits: warm hybrid {fmt(after)} (before: median {statistics.median(before):.1f} ms); "
-              f"ratio {statistics.median(after) / statistics.median(before):.2f}x; RSS {rss2:.0f} MB (peak {hwm2:.0f} MB)")
+              f"ratio {statistics.median(after) / statistics.median(before):.2f}x; RSS {d.rss_mb()}")
         print(f"disk: {subprocess.run(['du', '-sh', str(state)], capture_output=True, text=True).stdout.split()[0]}")
     d.stop()
 
