@@ -269,11 +269,12 @@ def install_hook(settings_file: Path, command: str) -> bool:
 
     found = re.search(r'^([ \t]+)"', text, re.M)
     indent = found.group(1) if found else "  "
-    head = text.rstrip()
-    if not had_hooks and head.endswith("}"):  # the usual case: every byte there stays, "hooks" goes last
-        head = head[:-1].rstrip()
+    body = text.rstrip()
+    trailing = text[len(body):] or "\n"
+    if not had_hooks and body.endswith("}"):  # the usual case: every byte there stays, "hooks" goes last
+        head = body[:-1].rstrip()
         value = json.dumps(data["hooks"], ensure_ascii=False, indent=indent).replace("\n", "\n" + indent)
-        new = f'{head}{"," if head != "{" else ""}\n{indent}"hooks": {value}\n}}{text[len(text.rstrip()):] or chr(10)}'
+        new = f'{head}{"," if head != "{" else ""}\n{indent}"hooks": {value}\n}}{trailing}'
         if json.loads(new) != data:  # never write what does not read back as intended
             new = json.dumps(data, ensure_ascii=False, indent=indent) + "\n"
     else:

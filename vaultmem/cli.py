@@ -739,13 +739,15 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     from .client import socket_path
     from .daemon import RELOAD, Daemon
 
-    settings = _settings(args, vaults=args.vault)
+    def load():
+        return _settings(args, vaults=args.vault)
+
+    settings = load()
     # a vault directory missing at start (a drive not mounted yet at login) is watched for, as
     # one that goes away later is: the daemon logs it and serves the rest meanwhile
     if not args.debug and not args.quiet:
         logging.getLogger().setLevel(logging.INFO)
-    daemon = Daemon(settings, socket_path(args.socket, settings.daemon.socket),
-                    reload_settings=lambda: _settings(args, vaults=args.vault))
+    daemon = Daemon(settings, socket_path(args.socket, settings.daemon.socket), reload_settings=load)
     if daemon.run() != RELOAD:
         return 0
     # start over in this very process (systemd follows the pid): every setting read afresh

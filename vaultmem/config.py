@@ -216,9 +216,17 @@ class Settings:
     extra: dict = field(default_factory=dict)
 
 
+def config_home() -> Path:
+    """$XDG_CONFIG_HOME, else ~/.config (also where systemd reads user units from)."""
+    return Path(os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config"))
+
+
+def config_path_under(base: Path) -> Path:
+    return base / "vaultmem" / "vaultmem.toml"
+
+
 def default_config_path() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
-    return Path(base) / "vaultmem" / "vaultmem.toml"
+    return config_path_under(config_home())
 
 
 def cache_dir() -> Path:

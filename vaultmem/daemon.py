@@ -36,6 +36,7 @@ from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, Fi
 from watchdog.observers import Observer
 
 from . import __version__, inventory, ops
+from .catalog import indexed_vaults
 from .client import Client, DaemonUnavailable, socket_problem
 from .config import Settings, Vault, cache_dir, default_config_path
 from .errors import UsageError, VaultmemError, is_disk_full
@@ -436,7 +437,7 @@ class Daemon:
         except VaultmemError as err:
             log.error("SIGHUP: the config is not reloaded, this daemon goes on as it was: %s", err)
             return False
-        if not settings.vaults and not self.writer.vaults():
+        if not settings.vaults and not indexed_vaults(settings.state_dir):  # not the writer's connection: it is busy
             log.error("SIGHUP: the config is not reloaded, this daemon goes on as it was: it names no vault")
             return False
         log.info("SIGHUP: reloading: the daemon starts again with the config as it is now")

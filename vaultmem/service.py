@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .config import config_home, config_path_under
 from .errors import ServiceError, UsageError
 
 UNIT = "vaultmem.service"
@@ -72,8 +73,8 @@ def unit_text(args, settings) -> str:
         for v in settings.vaults:
             cmd += ["--vault", f"{v.name}={v.root}"]
     cmd += ["--state-dir", str(settings.state_dir)]
-    config = settings.config_file and Path(settings.config_file).expanduser().resolve()
-    if config and config != (Path.home() / ".config/vaultmem/vaultmem.toml").resolve():  # else systemd's default
+    config = settings.config_file and Path(settings.config_file).resolve()
+    if config and config != config_path_under(Path.home() / ".config").resolve():  # systemd's default: read anyway
         cmd += ["--config", str(config)]
     socket = args.socket or os.environ.get("VAULTMEM_SOCKET")
     if socket:
@@ -119,8 +120,7 @@ def _systemctl(*words: str) -> None:
 
 
 def unit_path() -> Path:
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return base / "systemd" / "user" / UNIT
+    return config_home() / "systemd" / "user" / UNIT
 
 
 def run(args, settings) -> int:
@@ -169,13 +169,14 @@ def _uninstall(settings) -> int:
     if not target.is_file():
         print(f"no unit at {target}: nothing to uninstall")
         return 0
-    if shutil.which("systemctl") is not None:
+    systemd = shutil.which("systemctl") is not None
+    if systemd:
         try:
             _systemctl("disable", "--now", UNIT)
         except ServiceError as err:
             raise ServiceError(f"{err}; the unit is kept: remove it by hand with `rm {target}`") from None
     target.unlink()
-    if shutil.which("systemctl") is not None:
+    if systemd:
         try:
             _systemctl("daemon-reload")
         except ServiceError as err:
