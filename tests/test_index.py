@@ -413,6 +413,31 @@ def test_arrow_allocates_from_the_system_pool_which_returns_freed_memory():
     assert pa.table({"x": list(range(1000))}).num_rows == 1000  # and Arrow works with it
 
 
+def test_the_rest_client_lancedb_imports_runs_only_when_used(tmp_path):
+    """Opening, writing and searching a real vector table never runs the REST namespace
+    client's package (its ~370 validated methods cost 1.0-1.4 s of `import lancedb`); a use of
+    one of its names gets the package whole. A fresh process: this one may have run it already."""
+    import subprocess
+    import sys
+    code = f"""
+import sys
+import numpy as np
+from vaultmem.vectors import Vectors
+from pathlib import Path
+v = Vectors(Path({str(tmp_path / "vec")!r}), "probe", 8, "float16")
+vec = np.eye(8, dtype=np.float32)[:2]
+v.replace(set(), [("a:x.md#0", "a:x.md", "h0", vec[0]), ("a:x.md#1", "a:x.md", "h1", vec[1])])
+hits = v.search(vec[1], 2)
+assert [h[0] for h in hits][0] == "a:x.md#1", hits
+assert "lance_namespace_urllib3_client.api" not in sys.modules, "the REST client ran"
+from lance_namespace_urllib3_client import ApiClient, TableApi, __version__
+assert "lance_namespace_urllib3_client.api" in sys.modules and ApiClient and TableApi and __version__
+print("ok")
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
 @pytest.mark.parametrize("dim", [64, 100])  # 100: no power of two divides it (remote embedders vary)
 def test_past_the_exact_size_an_ann_index_answers_and_filters_lose_nothing(tmp_path, monkeypatch, dim):
     import numpy as np

@@ -22,19 +22,59 @@ exactly.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
+import sys
 import threading
 import time
+import types
 import warnings
 from datetime import timedelta
 from pathlib import Path
 
-import lancedb
-import numpy as np
-import pyarrow as pa
-from lancedb.index import IvfPq
 
-from .errors import EmbedderMismatchError, IndexMissingError, VaultmemError
+class _RunOnFirstUse(types.ModuleType):
+    """A package whose own top-level code runs at the first use of a name it defines; its
+    submodules import as usual. See _defer_package."""
+
+    _lock = threading.Lock()
+
+    def __getattr__(self, name: str):
+        with _RunOnFirstUse._lock:
+            if type(self) is _RunOnFirstUse:  # not run yet (or run by another thread meanwhile)
+                self.__class__ = types.ModuleType
+                self.__spec__.loader.exec_module(self)
+        return getattr(self, name)
+
+
+def _defer_package(name: str) -> None:
+    """Import package `name` without running its __init__ until one of its names is used.
+    LanceDB imports the models of the REST client of Lance namespaces
+    (`lance_namespace_urllib3_client.models`) at import, and that package's __init__ imports
+    its nine API classes, whose ~370 pydantic-validated methods are compiled there and then:
+    1.0-1.4 s of the 1.9-2.6 s that `import lancedb` took here, paid by every process that
+    opens the vector table (`vaultmem index`, a daemon start with changes, a query with no
+    daemon), for a client only a remote namespace uses. Anything that does use it gets the
+    package run in full on first touch, so behaviour is unchanged; nothing is stubbed."""
+    if name in sys.modules:
+        return
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.loader is None or spec.submodule_search_locations is None:
+        return  # not installed, or not a package: nothing to defer
+    module = _RunOnFirstUse(name)
+    module.__spec__, module.__loader__, module.__file__ = spec, spec.loader, spec.origin
+    module.__path__, module.__package__ = list(spec.submodule_search_locations), name
+    sys.modules[name] = module
+
+
+_defer_package("lance_namespace_urllib3_client")
+
+import lancedb  # noqa: E402
+import numpy as np  # noqa: E402
+import pyarrow as pa  # noqa: E402
+from lancedb.index import IvfPq  # noqa: E402
+
+from .errors import EmbedderMismatchError, IndexMissingError, VaultmemError  # noqa: E402
 
 log = logging.getLogger(__name__)
 # Arrow's default pool (jemalloc) keeps freed memory for reuse; the daemon loads the table once
