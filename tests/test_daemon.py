@@ -36,6 +36,62 @@ def test_edits_are_searchable_at_once(daemon):
     daemon.wait_for(lambda: daemon.paths("dingo") == ["memory/c.md"])
 
 
+def test_notes_that_are_symlinks_follow_their_targets_at_once(daemon, tmp_path):
+    """A note that is a symlink changes when its target does, and that event names the target:
+    `CLAUDE.md -> AGENTS.md` in a repository (AGENTS.md is no note), `CLAUDE.md ->
+    ~/dotfiles/CLAUDE.md` (a directory no vault holds), and a folder of notes that is a symlink
+    to one elsewhere (not entered by the vault's watch). Each edit must be searchable within
+    the wait, not at the periodic reconcile 15 minutes on; links made or removed while the
+    daemon runs count too."""
+    vault, outside = daemon.vault, tmp_path / "outside"
+    atomic_save(vault / "repo/AGENTS.md", "# Agents\n\nrun make check, says the aardwolf\n")
+    (vault / "repo/CLAUDE.md").symlink_to("AGENTS.md")
+    atomic_save(outside / "dotfiles/CLAUDE.md", "# Global\n\nthe bandicoot uses uv\n")
+    (vault / "CLAUDE.md").symlink_to(outside / "dotfiles/CLAUDE.md")
+    atomic_save(outside / "sync/memory/a.md", "a caracal in the synced folder\n")
+    (vault / "proj").mkdir()
+    (vault / "proj/memory").symlink_to(outside / "sync/memory")
+    (outside / "later").mkdir()  # a dotfiles checkout not made yet: the link dangles
+    (vault / "team").mkdir()
+    (vault / "team/CLAUDE.md").symlink_to(outside / "later/CLAUDE.md")
+    daemon.start()
+    assert daemon.paths("aardwolf") == ["repo/CLAUDE.md"]
+    assert daemon.paths("bandicoot") == ["CLAUDE.md"]
+    assert daemon.paths("caracal") == ["proj/memory/a.md"]
+
+    with open(vault / "repo/AGENTS.md", "w") as f:  # in place, through the target's own name
+        f.write("# Agents\n\nrun make lint, says the dugong\n")
+    daemon.wait_for(lambda: daemon.paths("dugong") == ["repo/CLAUDE.md"] and daemon.paths("aardwolf") == [])
+    atomic_save(outside / "dotfiles/CLAUDE.md", "# Global\n\nthe echidna uses poetry\n")
+    daemon.wait_for(lambda: daemon.paths("echidna") == ["CLAUDE.md"] and daemon.paths("bandicoot") == [])
+    atomic_save(outside / "sync/memory/deeper/b.md", "a fossa, one folder down\n")
+    daemon.wait_for(lambda: daemon.paths("fossa") == ["proj/memory/deeper/b.md"])
+    (outside / "sync/memory/a.md").unlink()
+    daemon.wait_for(lambda: daemon.paths("caracal") == [])
+    atomic_save(outside / "later/CLAUDE.md", "# Team\n\nthe lemming arrives with the checkout\n")
+    daemon.wait_for(lambda: daemon.paths("lemming") == ["team/CLAUDE.md"])
+
+    # a link to another folder made while the daemon runs, written to, then removed
+    atomic_save(outside / "other/g.md", "a genet elsewhere\n")
+    (vault / "work").mkdir()
+    (vault / "work/memory").symlink_to(outside / "other")
+    daemon.wait_for(lambda: daemon.paths("genet") == ["work/memory/g.md"])
+    atomic_save(outside / "other/h.md", "a hyrax joins it\n")
+    daemon.wait_for(lambda: daemon.paths("hyrax") == ["work/memory/h.md"])
+    (vault / "work/memory").unlink()
+    daemon.wait_for(lambda: daemon.paths("genet") == [] and daemon.paths("hyrax") == [])
+    # the link to the dotfiles now points elsewhere: the old target's edits are not this note's
+    atomic_save(outside / "dotfiles/NEW.md", "# Global\n\nthe jerboa moved in\n")
+    tmp_link = vault / ".CLAUDE.md.new"
+    tmp_link.symlink_to(outside / "dotfiles/NEW.md")
+    os.replace(tmp_link, vault / "CLAUDE.md")  # ln -sfn, atomically
+    daemon.wait_for(lambda: daemon.paths("jerboa") == ["CLAUDE.md"] and daemon.paths("echidna") == [])
+    atomic_save(outside / "dotfiles/NEW.md", "# Global\n\nthe kinkajou moved in\n")
+    daemon.wait_for(lambda: daemon.paths("kinkajou") == ["CLAUDE.md"])
+    status = daemon.request({"op": "status"})
+    assert status["watch"]["outside"] == 3 and status["watch"]["outside_unwatched"] == 0, status["watch"]
+    assert status["pending"] == 0 and status["notes"] == 4  # three CLAUDE.md, deeper/b.md
+
 def test_moves_in_out_and_within_and_directory_moves(daemon, tmp_path):
     atomic_save(daemon.vault / "memory/a.md", "the elephant remembers\n")
     atomic_save(daemon.vault / "memory/sub/f.md", "a ferret hides\n")
@@ -822,9 +878,9 @@ def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path
         assert d.watch["complete"] and d.watch["directories"] == 7 and d.scheduler.get_job("unwatched-reconcile") is None
         walk, walks = dmod.directories_under, []
 
-        def one_more_at_first(roots):
+        def one_more_at_first(roots, single=()):
             walks.append(roots)
-            return walk(roots) + (len(walks) == 1)
+            return walk(roots, single) + (len(walks) == 1)
         monkeypatch.setattr(dmod, "directories_under", one_more_at_first)
         with caplog.at_level("WARNING", logger="vaultmem.daemon"):
             d._check_watches()  # a directory made during the first walk and gone again: counted twice
@@ -834,7 +890,8 @@ def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path
         monkeypatch.setattr(dmod, "inotify_watches", lambda: real() - 2)  # two directories refused
         with caplog.at_level("WARNING", logger="vaultmem.daemon"):
             d._check_watches()  # a rewatch is tried first, and is refused as well
-        assert d.watch == {"watched": 5, "directories": 7, "complete": False, "limit": dmod.watch_limit(), "missing": []}
+        assert d.watch == {"watched": 5, "directories": 7, "complete": False, "limit": dmod.watch_limit(), "missing": [],
+                           "outside": 0, "outside_unwatched": 0}
         assert "only 5 of the vaults' 7 directories are watched" in caplog.text
         assert "max_user_watches" in caplog.text
         job = d.scheduler.get_job("unwatched-reconcile")

@@ -524,6 +524,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"watching only {w['watched']} of {w['directories']} directories (inotify watch limit "
                   f"{w['limit']} reached): edits elsewhere are found by a reconcile each minute instead; "
                   "raise fs.inotify.max_user_watches")
+        if w and w.get("outside_unwatched"):
+            print(f"notes that are symlinks live in {w['outside'] + w['outside_unwatched']} directories outside the "
+                  f"vaults; {w['outside']} are watched, edits in the other {w['outside_unwatched']} are found by the "
+                  "periodic reconcile")
         if st.get("last_inventory"):
             print(f"last inventory {st['last_inventory']} (see inventory/latest.txt in the state dir)")
         if st.get("config_changed"):

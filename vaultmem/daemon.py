@@ -27,7 +27,7 @@ import threading
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, FileClosedEvent, FileCreatedEvent,
@@ -42,7 +42,8 @@ from .config import Settings, Vault, cache_dir, default_config_path
 from .errors import UsageError, VaultmemError, is_disk_full
 from .index import SyncReport, VaultIndex, embedder_identity
 from .query import check_unicode
-from .scan import dir_excluded, is_note_path, relpath_in
+from .links import LinkMap, is_under
+from .scan import dir_excluded, is_note_path, matches, relpath_in
 from .search import Searcher
 from .usage import Usage
 
@@ -157,6 +158,10 @@ class _OverflowWatch(logging.Handler):
 
 
 WATCH_RECOUNT_SECONDS = 0.5
+# Directories outside the vaults watched for notes that are symlinks (links.py): a watch each,
+# and watchdog runs a thread for each. Links past this many are found by the periodic reconcile,
+# and the log and status say so. A dotfiles setup links into one or two directories.
+MAX_LINK_WATCHES = 32
 # Each vault root is looked at this often: gone, moved aside, or replaced by another directory
 # (a fresh clone in its place). watchdog reports none of these when the root itself moves (its
 # watch follows the moved directory), so a stat of each root is the one sure way.
@@ -202,14 +207,15 @@ def watch_limit() -> int | None:
         return None
 
 
-def directories_under(roots: list[str]) -> int:
-    """The watches recursive inotify watches of `roots` need: one per directory, each root
-    included, symlinked directories not entered (as watchdog does). watchdog keeps one inotify
-    instance per process, where a directory is watched once however many vaults hold it, so
-    nested vaults count it once."""
+def directories_under(roots: list[str], single: Iterable[str] = ()) -> int:
+    """The watches recursive inotify watches of `roots`, and watches of the `single`
+    directories alone, need: one per directory, each root included, symlinked directories not
+    entered (as watchdog does). watchdog keeps one inotify instance per process, where a
+    directory is watched once however many vaults hold it, so nested vaults count it once."""
     seen: set[str] = set()
     for root in roots:
         seen.update(path for path, _, _ in os.walk(os.path.realpath(root)))
+    seen.update(os.path.realpath(d) for d in single)
     return len(seen)
 
 
@@ -234,6 +240,7 @@ class _Events(FileSystemEventHandler):
             if not raw:
                 continue
             path = raw.decode() if isinstance(raw, bytes) else raw
+            self.daemon.linked_event(path, event.is_directory)  # a target of a note that is a link
             rel = relpath_in(self.vault, path)
             if not rel or rel == "." or not self.vault.owns(rel):
                 continue  # the root itself (Daemon._check_roots looks after it), or a nested vault's
@@ -242,6 +249,23 @@ class _Events(FileSystemEventHandler):
                     self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
             elif is_note_path(rel, self.include, self.exclude):
                 self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
+            elif self.daemon.links.is_linked_dir(self.vault.name, rel) or (
+                    isinstance(event, (FileCreatedEvent, FileMovedEvent)) and not matches(rel, self.exclude)
+                    and os.path.islink(path) and os.path.isdir(path)):
+                # a symlink to a folder of notes, made or removed: the event says a file
+                self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
+
+
+class _LinkEvents(FileSystemEventHandler):
+    """Events in a directory outside the vaults where notes that are symlinks really live."""
+
+    def __init__(self, daemon: "Daemon"):
+        self.daemon = daemon
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        for raw in (event.src_path, getattr(event, "dest_path", "")):
+            if raw:
+                self.daemon.linked_event(raw.decode() if isinstance(raw, bytes) else raw, event.is_directory)
 
 
 # ------------------------------------------------------------------ the socket server
@@ -404,7 +428,10 @@ class Daemon:
         self._overflow = _OverflowWatch(self)
         self.watch: dict[str, Any] | None = None  # watches held against directories (status)
         self._watched_roots: dict[str, tuple[int, int]] = {}  # vault -> the root directory watched
-        self._watch_lock = threading.Lock()
+        self._watch_lock = threading.RLock()
+        self.links = LinkMap()  # notes that are symlinks, or in a symlinked folder: where they live
+        self._link_watches: dict[tuple[str, bool], Any] = {}  # (real directory, recursive) -> watch
+        self._links_unwatched = 0  # directories past MAX_LINK_WATCHES
         self._reopen_reader = False
 
     # -------------------------------------------------------------- life cycle
@@ -525,6 +552,62 @@ class Daemon:
             else:
                 log.warning("vault %s: %s is not a directory; not watched until it is", v.name, v.root)
         self._watched_roots = watched
+        self._link_watches = {}  # gone with the observer's other watches (unschedule_all)
+        self._watch_links()
+
+    def linked_event(self, path: str, is_directory: bool) -> None:
+        """An event at a real path where notes that are symlinks live (links.py): look at those
+        notes again."""
+        cfg = self.settings.index
+        for name, rel in self.links.notes_at(path):
+            v = self.vaults.get(name)
+            if v is None or not v.owns(rel):
+                continue
+            if (not dir_excluded(rel, cfg.exclude)) if is_directory else is_note_path(rel, cfg.include, cfg.exclude):
+                self.enqueue(Work("path", vault=name, rel=rel))
+
+    def _watch_links(self) -> None:
+        """Watch the directories outside the vaults where notes that are symlinks really live
+        (a vault's own watch covers those inside it), and stop watching those no note links to
+        any more. A directory watched anew has its notes looked at once: an edit may have
+        landed between the scan that found the link and this watch."""
+        assert self.observer is not None
+        with self._watch_lock:
+            roots = [str(v.root) for v in self.vaults.values()]
+            wanted = self.links.directories()
+            tops = roots + [d for d, recursive in wanted.items() if recursive]
+            wanted = {d: r for d, r in wanted.items()
+                      if not any(d != t and is_under(d, t) for t in tops) and d not in roots and os.path.isdir(d)}
+            keep = sorted(wanted.items())[:MAX_LINK_WATCHES]
+            unwatched = len(wanted) - len(keep)
+            for spec in [s for s in self._link_watches if s not in keep]:
+                try:
+                    self.observer.unschedule(self._link_watches.pop(spec))
+                except (KeyError, OSError):
+                    pass
+                log.info("no longer watching %s: no note links there", spec[0])
+            for spec in keep:
+                if spec in self._link_watches:
+                    continue
+                try:
+                    self._link_watches[spec] = self.observer.schedule(
+                        _LinkEvents(self), spec[0], recursive=spec[1], event_filter=WATCHED_EVENTS)
+                except OSError as err:
+                    log.warning("cannot watch %s, where symlinked notes live (%s): their edits are found by the "
+                                "periodic reconcile", spec[0], err)
+                    continue
+                log.info("watching %s%s: notes in the vaults are symlinks to it", spec[0], " and below" if spec[1] else "")
+                for name, rel in self.links.notes_in(spec[0]):
+                    self.enqueue(Work("path", vault=name, rel=rel))
+            if unwatched and unwatched != self._links_unwatched:
+                log.warning("symlinked notes live in %d directories outside the vaults; %d are watched, edits in the "
+                            "other %d are found by the periodic reconcile", len(wanted), len(keep), unwatched)
+            self._links_unwatched = unwatched
+            if self.watch is not None:
+                self.watch.update(self._link_watch_status())
+
+    def _link_watch_status(self) -> dict[str, int]:
+        return {"outside": len(self._link_watches), "outside_unwatched": self._links_unwatched}
 
     def _check_roots(self) -> None:
         """A vault root gone, moved aside, back, or replaced: check the watches now."""
@@ -549,7 +632,8 @@ class Daemon:
         if inotify_watches() is None:  # not Linux: nothing to count
             return
         now = {n: root_identity(v.root) for n, v in self.vaults.items()}
-        need, held = self._count_watches([v for n, v in self.vaults.items() if now[n] is not None])
+        need, held = self._count_watches([v for n, v in self.vaults.items() if now[n] is not None],
+                                         list(self._link_watches))
         # a root gone, back, or replaced: its watch died, is missing, or follows the old directory
         differs = {n for n in self.vaults if now[n] != self._watched_roots.get(n)}
         if rewatch and (held < need or differs):
@@ -563,7 +647,7 @@ class Daemon:
         missing = sorted(n for n in self.vaults if now[n] is None)
         was_short = self.watch is not None and self.watch["watched"] < self.watch["directories"]
         self.watch = {"watched": held, "directories": need, "complete": held >= need and not missing,
-                      "limit": watch_limit(), "missing": missing}
+                      "limit": watch_limit(), "missing": missing, **self._link_watch_status()}
         if held < need and not was_short:  # said once, when it begins
             log.warning("only %d of the vaults' %d directories are watched: the inotify watch limit "
                         "(fs.inotify.max_user_watches = %s) is reached; edits elsewhere are picked up by "
@@ -576,12 +660,14 @@ class Daemon:
             self.scheduler.remove_job("unwatched-reconcile")
 
     @staticmethod
-    def _count_watches(roots: list[Vault]) -> tuple[int, int]:
-        """(directories, watches held). Directories made or removed while they are counted
+    def _count_watches(roots: list[Vault], links: list[tuple[str, bool]] = ()) -> tuple[int, int]:
+        """(directories, watches held), for the vaults and the watched `links` directories
+        (real directory, recursive). Directories made or removed while they are counted
         (an `npm install`) can make the watch look short for a moment: a short count is taken
         again, once, after WATCH_RECOUNT_SECONDS."""
         def count() -> tuple[int, int]:
-            need = directories_under([str(v.root) for v in roots])
+            need = directories_under([str(v.root) for v in roots] + [d for d, r in links if r],
+                                     [d for d, r in links if not r])
             return need, inotify_watches() or 0  # after the walk: watchdog adds new ones as it goes
 
         need, held = count()
@@ -747,17 +833,25 @@ class Daemon:
             for w in reconcile:
                 w.result.update(report.__dict__, summary=report.summary())
             log.info("reconcile (%s): %s", reconcile[0].reason, report.summary())
+            for v in self.vaults.values():
+                self.links.reset(v, [key.split(":", 1)[1] for key in self.writer.catalog.files(v.name)])
+            self._watch_links()
         else:
             paths: dict[str, set[str]] = {}
             for w in batch:
                 if w.kind == "path":
                     paths.setdefault(w.vault, set()).add(w.rel)
             for name, rels in paths.items():
-                r = self.writer.update(self.vaults[name], rels)
+                v = self.vaults[name]
+                r = self.writer.update(v, rels)
+                self.links.update(v, rels | {key.split(":", 1)[1] for rel in rels if os.path.isdir(v.root / rel)
+                                             for key in self.writer.catalog.files(name, under=rel)})
                 for k in ("added", "updated", "removed", "skipped", "chunks_embedded", "chunks_reused", "marked"):
                     setattr(report, k, getattr(report, k) + getattr(r, k))
                 report.problems.update(r.problems)
                 report.moved.update(r.moved)
+            if paths:
+                self._watch_links()
             if report.changes:
                 log.info("applied %d changed path(s) in %.0f ms: %d added, %d updated, %d removed, %d skipped; "
                          "%d chunks embedded", sum(len(r) for r in paths.values()), (time.perf_counter() - t0) * 1000,
