@@ -33,6 +33,7 @@ def test_events_at_real_paths_map_back_to_the_note_paths(tmp_path):
     assert links.notes_at(str(out / "sync/memory")) == [("v", "proj/memory")]
     assert links.notes_at(str(v.root / "plain.md")) == []  # no link on its way: the vault's watch sees it
     assert links.is_linked_dir("v", "proj/memory") and not links.is_linked_dir("v", "proj")
+    assert links.paths() == [("v", "CLAUDE.md"), ("v", "proj/memory"), ("v", "repo/CLAUDE.md")]
     assert links.directories() == {str(v.root / "repo"): False, str(out / "dotfiles"): False,
                                    str(out / "sync/memory"): True}
     assert sorted(links.notes_in(str(out))) == [("v", "CLAUDE.md"), ("v", "proj/memory")]

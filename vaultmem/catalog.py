@@ -155,6 +155,10 @@ class Catalog:
             rows = self.db.execute(cols, (vault,))
         return {r[0]: FileState(r[1], r[2], r[3], r[4]) for r in rows}
 
+    def paths(self, vault: str) -> list[str]:
+        """Every known note path of a vault (indexed and skipped), vault-relative."""
+        return [r[0] for r in self.db.execute("SELECT path FROM notes WHERE vault=?", (vault,))]
+
     def pending(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT key FROM pending")}
 
