@@ -54,7 +54,13 @@ def test_notes_that_are_symlinks_follow_their_targets_at_once(daemon, tmp_path):
     (outside / "later").mkdir()  # a dotfiles checkout not made yet: the link dangles
     (vault / "team").mkdir()
     (vault / "team/CLAUDE.md").symlink_to(outside / "later/CLAUDE.md")
+    atomic_save(vault / "notes/n.md", "a numbat in a folder that is no note path\n")
+    (vault / "zz").mkdir()
+    (vault / "zz/memory").symlink_to("../notes")  # the only way to it as a note
+    (vault / "docs").mkdir()
+    (vault / "docs/memory").symlink_to("../memory")  # a second way to memory/: no second note
     daemon.start()
+    assert daemon.paths("numbat") == ["zz/memory/n.md"]
     assert daemon.paths("aardwolf") == ["repo/CLAUDE.md"]
     assert daemon.paths("bandicoot") == ["CLAUDE.md"]
     assert daemon.paths("caracal") == ["proj/memory/a.md"]
@@ -70,6 +76,11 @@ def test_notes_that_are_symlinks_follow_their_targets_at_once(daemon, tmp_path):
     daemon.wait_for(lambda: daemon.paths("caracal") == [])
     atomic_save(outside / "later/CLAUDE.md", "# Team\n\nthe lemming arrives with the checkout\n")
     daemon.wait_for(lambda: daemon.paths("lemming") == ["team/CLAUDE.md"])
+    with open(vault / "notes/n.md", "a") as f:
+        f.write("and a wallaroo\n")
+    daemon.wait_for(lambda: daemon.paths("wallaroo") == ["zz/memory/n.md"])
+    atomic_save(vault / "memory/q.md", "a quoll, saved once\n")
+    daemon.wait_for(lambda: daemon.paths("quoll", history=True) == ["memory/q.md"])
 
     # a link to another folder made while the daemon runs, written to, then removed
     atomic_save(outside / "other/g.md", "a genet elsewhere\n")
@@ -90,7 +101,7 @@ def test_notes_that_are_symlinks_follow_their_targets_at_once(daemon, tmp_path):
     daemon.wait_for(lambda: daemon.paths("kinkajou") == ["CLAUDE.md"])
     status = daemon.request({"op": "status"})
     assert status["watch"]["outside"] == 3 and status["watch"]["outside_unwatched"] == 0, status["watch"]
-    assert status["pending"] == 0 and status["notes"] == 4  # three CLAUDE.md, deeper/b.md
+    assert status["pending"] == 0 and status["notes"] == 6  # three CLAUDE.md, deeper/b.md, n.md, q.md
 
 def test_moves_in_out_and_within_and_directory_moves(daemon, tmp_path):
     atomic_save(daemon.vault / "memory/a.md", "the elephant remembers\n")

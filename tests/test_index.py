@@ -232,10 +232,20 @@ def test_bad_files_are_skipped_with_reasons_and_the_rest_indexed(env):
     assert (again.skipped, again.unchanged, again.problems) == (0, 10, {})
     env.write("memory/nowhere.md", "the link's target, written at last\n")  # the link now reads as a note
     healed = env.sync(index={"max_file_bytes": 1000})
-    assert (healed.added, healed.updated) == (1, 1)
-    assert sorted(h.path for h in env.query("written at last", mode="text")) == ["memory/dangling.md", "memory/nowhere.md"]
+    # the link is now the note it points to, in the vault: indexed once, under its real path
+    assert (healed.added, healed.updated, healed.removed) == (1, 0, 1)
+    assert [h.path for h in env.query("written at last", mode="text")] == ["memory/nowhere.md"]
     with VaultIndex(env.settings()) as idx:
         assert "v:memory/dangling.md" not in {s["key"] for s in idx.status()["skipped_files"]}
+    # a link to a place outside the vault (a dotfiles checkout not made yet) heals into a note
+    outside = env.vault.parent / "dotfiles"
+    outside.mkdir()
+    os.symlink(outside / "CLAUDE.md", env.vault / "CLAUDE.md")
+    assert env.sync(index={"max_file_bytes": 1000}).problems == {"v:CLAUDE.md": "dangling symlink"}
+    (outside / "CLAUDE.md").write_text("the checkout arrived\n")
+    healed = env.sync(index={"max_file_bytes": 1000})
+    assert (healed.added, healed.updated, healed.removed) == (0, 1, 0)
+    assert [h.path for h in env.query("checkout arrived", mode="text")] == ["CLAUDE.md"]
 
 
 def test_a_note_the_parser_fails_on_is_skipped_and_the_rest_indexed(env, monkeypatch, caplog):

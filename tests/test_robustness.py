@@ -27,6 +27,39 @@ def test_odd_file_names_deep_nesting_and_symlink_loops(env):
         assert [h.path for h in env.query(f"oddname{i}", mode="text")] == [rel]
 
 
+def test_a_note_reached_through_a_link_inside_the_vault_is_indexed_once(env):
+    """`docs/memory -> ../memory`: the walk met each note first through the link ("docs" sorts
+    first) and never walked the real folder again; the daemon, seeing an edit under the real
+    path, then indexed it a second time. A note whose real path is a note is that note, under
+    its real path, in a full sync and in an update of either path. A link whose real path is no
+    note (`zz/memory -> ../notes`) is still the only way to the note, whichever is walked first;
+    a link up to the vault root is a loop and is cut."""
+    env.write("memory/x.md", "the quoll lives here\n")
+    env.write("notes/n.md", "a numbat, kept in notes\n")
+    env.write("notes2/m.md", "a mulgara, kept in notes2\n")
+    (env.vault / "docs").mkdir()
+    os.symlink("../memory", env.vault / "docs/memory")
+    (env.vault / "a").mkdir()
+    os.symlink("../notes2", env.vault / "a/memory")  # walked before notes2/ ...
+    (env.vault / "zz").mkdir()
+    os.symlink("../notes", env.vault / "zz/memory")  # ... and after notes/
+    os.symlink("../notes", env.vault / "zz/more")  # a second way there, not a note path: nothing
+    os.symlink("..", env.vault / "memory/up")
+    report = env.sync()
+    assert not report.problems
+    assert [h.path for h in env.query("quoll", mode="text")] == ["memory/x.md"]
+    assert [h.path for h in env.query("numbat", mode="text")] == ["zz/memory/n.md"]
+    assert [h.path for h in env.query("mulgara", mode="text")] == ["a/memory/m.md"]
+    # what the daemon does for an event at either path: update that path
+    from vaultmem.index import VaultIndex
+    s = env.settings()
+    with VaultIndex(s, writable=True) as idx:
+        v = list(s.vaults)[0]
+        env.write("memory/x.md", "the quoll moved\n")
+        idx.update(v, {"memory/x.md", "docs/memory/x.md", "docs/memory"})
+    assert [h.path for h in env.query("quoll", mode="text")] == ["memory/x.md"]
+    assert env.sync().changes == 0  # a full sync agrees
+
 def test_a_50_mb_note_is_skipped_with_a_reason_and_the_rest_indexed(env):
     (env.vault / "memory").mkdir(parents=True)
     with open(env.vault / "memory/huge.md", "wb") as f:

@@ -42,8 +42,8 @@ from .config import Settings, Vault, cache_dir, default_config_path
 from .errors import UsageError, VaultmemError, is_disk_full
 from .index import SyncReport, VaultIndex, embedder_identity
 from .query import check_unicode
-from .links import LinkMap, is_under
-from .scan import dir_excluded, is_note_path, matches, relpath_in
+from .links import LinkMap
+from .scan import dir_excluded, is_note_path, is_under, matches, relpath_in
 from .search import Searcher
 from .usage import Usage
 

@@ -358,7 +358,7 @@ class VaultIndex:
             if os.path.isdir(full):
                 scanned.update(scan_vault(vault, cfg.include, cfg.exclude, under=rel))
             elif is_note_path(rel, cfg.include, cfg.exclude) and vault.owns(rel):
-                s = stat_file(vault, rel)
+                s = stat_file(vault, rel, cfg.include, cfg.exclude)
                 if s is not None:
                     scanned[s.key] = s
             known.update(self.catalog.files(vault.name, under=rel))

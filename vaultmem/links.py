@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterable
 
 from .config import Vault
+from .scan import is_under
 
 Key = tuple[str, str]  # (vault name, vault-relative POSIX path)
 
@@ -160,10 +161,6 @@ def _links_in(directory: str, head: str, rels: list[str]) -> list[str]:
 def _real_dir(vault: Vault, rel: str) -> str | None:
     full = os.path.join(str(vault.root), rel)
     return os.path.realpath(full) if os.path.islink(full) and os.path.isdir(full) else None
-
-
-def is_under(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def _drop(table: dict[Key, str], index: dict[str, set[Key]], key: Key) -> None:

@@ -1,8 +1,10 @@
 """Which files of a vault are notes: walk the vault, apply include/exclude globs, stat.
 
 Everything here is about the file system and nothing about parsing or indexing. The scanner
-never follows a directory symlink out of the vault twice (loops are cut), and a note path it
-cannot stat (a dangling symlink) or that is no regular file (a named pipe) is still returned,
+never follows a directory symlink out of the vault twice (loops are cut), a note reached through
+a symlink whose real path in the vault is a note path too is that note, found under its real path
+only (else `docs/memory -> ../memory` indexed each note twice, once the daemon saw an edit), and
+a note path it cannot stat (a dangling symlink) or that is no regular file (a named pipe) is still returned,
 with the reason as its `problem`, so that the index lists it as skipped like any other
 unreadable file instead of failing (or, for a pipe, waiting on it forever).
 """
@@ -76,55 +78,77 @@ def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
     (dangling symlinks) included with their `problem`; none under a nested vault's root."""
     found: dict[str, ScannedFile] = {}
     root = str(vault.root)
-    seen_dirs: set[tuple[int, int]] = set()
+    walked: dict[bool, set[tuple[int, int]]] = {False: set(), True: set()}  # directories, by way: through a link?
     start = os.path.join(root, under) if under else root
     if not os.path.isdir(start) or not vault.owns(under):  # a missing root is the callers' to report (index.sync)
         return found
+    linked = {start: _via_link(start)}  # directory path -> reached through a symlink
     for dirpath, dirnames, filenames in os.walk(start, followlinks=True):
+        via = linked.pop(dirpath, True)
         try:
             st = os.stat(dirpath)
         except OSError:
             dirnames[:] = []
             continue
         ident = (st.st_dev, st.st_ino)
-        if ident in seen_dirs:  # a symlink loop or a second way into the same directory
+        if ident in walked[via]:  # a second way in of the same kind (a loop is cut below)
             dirnames[:] = []
             continue
-        seen_dirs.add(ident)
+        walked[via].add(ident)
         rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
         rel_dir = "" if rel_dir == "." else rel_dir
         dirnames[:] = sorted(d for d in dirnames if not dir_excluded(f"{rel_dir}/{d}".lstrip("/"), exclude)
                              and vault.owns(f"{rel_dir}/{d}".lstrip("/")))
+        for d in list(dirnames):
+            sub = os.path.join(dirpath, d)
+            if os.path.islink(sub) and is_under(os.path.realpath(dirpath), os.path.realpath(sub)):
+                dirnames.remove(d)  # a link to the directory itself or above it: a loop
+                continue
+            # a link into a directory also walked its own way is walked too: its notes whose real
+            # paths are notes are left to those (_stat), the others are found only this way
+            linked[sub] = via or os.path.islink(sub)
         for name in filenames:
             rel = f"{rel_dir}/{name}" if rel_dir else name
             if not is_note_path(rel, include, exclude):
                 continue
-            s = _stat(vault, rel, os.path.join(dirpath, name))
+            s = _stat(vault, rel, os.path.join(dirpath, name), via, include, exclude)
             if s is not None:
                 found[s.key] = s
     return found
 
 
-def stat_file(vault: Vault, rel: str) -> ScannedFile | None:
-    """The file at `rel`, or None when there is no file there (gone, or a directory)."""
-    return _stat(vault, rel, os.path.join(str(vault.root), rel))
+def stat_file(vault: Vault, rel: str, include: tuple[str, ...], exclude: tuple[str, ...]) -> ScannedFile | None:
+    """The note file at `rel`, or None when there is none there (gone, a directory, or a link to
+    a note the vault has under its real path)."""
+    full = os.path.join(str(vault.root), rel)
+    return _stat(vault, rel, full, _via_link(os.path.dirname(full)), include, exclude)
 
 
-def _stat(vault: Vault, rel: str, full: str) -> ScannedFile | None:
+def _via_link(directory: str) -> bool:
+    """Whether a directory is reached through a symlink (its real path is another)."""
+    return os.path.realpath(directory) != os.path.abspath(directory)
+
+
+def _stat(vault: Vault, rel: str, full: str, via_link: bool, include: tuple[str, ...],
+          exclude: tuple[str, ...]) -> ScannedFile | None:
     try:
-        st = os.stat(full)
-    except OSError as err:
-        try:  # a link whose target is missing is a note that cannot be read, not a note gone
-            lst = os.lstat(full)
-        except OSError:
-            return None
-        if not stat.S_ISLNK(lst.st_mode):
-            reason = f"cannot stat: {err.strerror}"
-        elif err.errno == errno.ELOOP:
-            reason = "symlink loop"
-        else:
-            reason = "dangling symlink"
-        return ScannedFile(vault.name, rel, full, lst.st_size, lst.st_mtime_ns, reason)
+        st = os.lstat(full)
+    except OSError:
+        return None
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            st = os.stat(full)
+        except OSError as err:  # a link whose target is missing is a note that cannot be read, not a note gone
+            reason = "symlink loop" if err.errno == errno.ELOOP else "dangling symlink"
+            return ScannedFile(vault.name, rel, full, st.st_size, st.st_mtime_ns, reason)
+        via_link = True
+    if via_link:
+        real = os.path.realpath(full)
+        root = str(vault.root)
+        if real.startswith(root + os.sep):
+            real_rel = os.path.relpath(real, root).replace(os.sep, "/")
+            if real_rel != rel and is_note_path(real_rel, include, exclude):
+                return None  # the same note, indexed under its real path
     if stat.S_ISDIR(st.st_mode):
         return None
     if not stat.S_ISREG(st.st_mode):  # never opened: reading a named pipe waits for a writer
@@ -135,6 +159,11 @@ def _stat(vault: Vault, rel: str, full: str) -> ScannedFile | None:
 
 _SPECIAL = {stat.S_IFIFO: "a named pipe", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device",
             stat.S_IFBLK: "a device"}
+
+
+def is_under(path: str, top: str) -> bool:
+    """`path` is `top` or inside it (absolute, normalised paths)."""
+    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def relpath_in(vault: Vault, abspath: str) -> str | None:
