@@ -974,3 +974,48 @@ def test_a_vault_root_deleted_or_moved_and_made_again_is_watched_again(tmp_path,
         assert "vault v is back: watching it again" in d.log.read_text()
     finally:
         d.stop()
+
+
+def test_links_past_the_watch_limit_are_said_and_watched_when_room_is_made(tmp_path, monkeypatch, caplog):
+    """Notes that are symlinks into more directories outside the vaults than MAX_LINK_WATCHES:
+    the first ones (in sorted order) are watched, the rest said in the log and status; the
+    watches are counted against the directories they need; a link removed makes room, and the
+    directory watched anew has its notes looked at once. A real observer, in process."""
+    from apscheduler.schedulers.background import BackgroundScheduler
+    from watchdog.observers import Observer
+    import vaultmem.daemon as dmod
+    from vaultmem.config import resolve
+    vault = tmp_path / "vault"
+    (vault / "memory").mkdir(parents=True)
+    for name in ("a", "b", "c"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "n.md").write_text(f"note {name}\n")
+        (vault / f"memory/{name}.md").symlink_to(tmp_path / name / "n.md")
+    monkeypatch.setattr(dmod, "MAX_LINK_WATCHES", 2)
+    d = dmod.Daemon(resolve({"state_dir": str(tmp_path / "s"), "vaults": [f"v={vault}"]}, env={}),
+                    str(tmp_path / "s.sock"))
+    d.vaults = {v.name: v for v in d.settings.vaults}
+    d.observer, d.scheduler = Observer(), BackgroundScheduler()
+    d._schedule_watches()
+    d.observer.start()
+    try:
+        d.links.reset(d.vaults["v"], ["memory/a.md", "memory/b.md", "memory/c.md"])
+        with caplog.at_level("WARNING", logger="vaultmem.daemon"):
+            d._watch_links()
+        assert sorted(spec[0] for spec in d._link_watches) == [str(tmp_path / "a"), str(tmp_path / "b")]
+        assert "symlinked notes live in 3 directories outside the vaults; 2 are watched" in caplog.text
+        queued = [d.queue.get_nowait() for _ in range(d.queue.qsize())]
+        assert sorted(w.rel for w in queued) == ["memory/a.md", "memory/b.md"]  # looked at once
+        d._check_watches(rewatch=False)
+        assert d.watch["complete"] and d.watch["directories"] == 4  # vault, memory/, a, b
+        assert (d.watch["outside"], d.watch["outside_unwatched"]) == (2, 1)
+        (vault / "memory/a.md").unlink()
+        d.links.update(d.vaults["v"], ["memory/a.md"])
+        d._watch_links()
+        assert sorted(spec[0] for spec in d._link_watches) == [str(tmp_path / "b"), str(tmp_path / "c")]
+        assert (d.watch["outside"], d.watch["outside_unwatched"]) == (2, 0)
+        rels = {w.rel for w in [d.queue.get_nowait() for _ in range(d.queue.qsize())]}
+        assert "memory/c.md" in rels and "memory/b.md" not in rels  # (a.md: the vault's own watch saw it go)
+    finally:
+        d.observer.stop()
+        d.observer.join(5)
