@@ -59,6 +59,14 @@ def test_a_link_changed_or_removed_is_forgotten_and_reset_starts_afresh(tmp_path
     (v.root / "repo/CLAUDE.md").write_text("own text\n")
     links.update(v, ["repo/CLAUDE.md"])
     assert links.notes_at(str(v.root / "repo/AGENTS.md")) == []
+    # a directory moved away takes the links under it along
+    (v.root / "team").mkdir()
+    (v.root / "team/CLAUDE.md").symlink_to(out / "dotfiles/CLAUDE.md")
+    links.update(v, ["team/CLAUDE.md"])
+    assert links.notes_at(str(out / "dotfiles/CLAUDE.md")) == [("v", "team/CLAUDE.md")]
+    os.rename(v.root / "team", v.root / "team2")
+    links.update(v, ["team", "team2", "team2/CLAUDE.md"])
+    assert links.notes_at(str(out / "dotfiles/CLAUDE.md")) == [("v", "team2/CLAUDE.md")]
     # reset drops whatever the new list does not hold, for this vault only
     other = Vault("w", v.root)
     links.update(other, ["CLAUDE.md"])

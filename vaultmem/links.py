@@ -49,8 +49,9 @@ class LinkMap:
         rels = list(rels)
         found = _resolve_all(vault, rels)
         with self._lock:
-            for rel in rels:
-                _drop(self._files, self._by_file, (vault.name, rel))
+            for rel in rels:  # a directory moved away takes its links with it
+                for key in [k for k in self._files if k[0] == vault.name and is_under(k[1], rel)]:
+                    _drop(self._files, self._by_file, key)
                 for key in [k for k in self._dirs if k[0] == vault.name and is_under(k[1], rel)]:
                     if self._dirs[key] != _real_dir(vault, key[1]):  # no longer that link
                         _drop(self._dirs, self._by_dir, key)
