@@ -1,6 +1,7 @@
 """The daemon end to end: a real `vaultmem daemon` process on a temp vault and a real socket,
 files saved the way editors save them, SIGTERM and SIGKILL. Marked slow; CI runs them."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -867,17 +868,14 @@ def test_watch_coverage_is_counted_as_the_kernel_holds_it(tmp_path):
         obs.join(5)
 
 
-def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path, monkeypatch, caplog):
-    """At the kernel's inotify watch limit watchdog skips subdirectories without a word. The
-    limit is per user and machine-wide, so the test does not reach it: it makes the count of
-    watches held come out short, as the kernel's refusal would, on a real observer."""
+@contextlib.contextmanager
+def watching_in_process(tmp_path, vault):
+    """A Daemon of vault `vault` with its watches on a real observer and a scheduler that is
+    not started, in this process (nothing indexed, no socket): for tests of the watch itself."""
     from apscheduler.schedulers.background import BackgroundScheduler
     from watchdog.observers import Observer
     import vaultmem.daemon as dmod
     from vaultmem.config import resolve
-    vault = tmp_path / "vault"
-    for i in range(3):
-        (vault / f"p{i}/memory").mkdir(parents=True)
     d = dmod.Daemon(resolve({"state_dir": str(tmp_path / "s"), "vaults": [f"v={vault}"]}, env={}),
                     str(tmp_path / "s.sock"))
     d.vaults = {v.name: v for v in d.settings.vaults}
@@ -885,6 +883,21 @@ def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path
     d._schedule_watches()
     d.observer.start()
     try:
+        yield d
+    finally:
+        d.observer.stop()
+        d.observer.join(5)
+
+
+def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path, monkeypatch, caplog):
+    """At the kernel's inotify watch limit watchdog skips subdirectories without a word. The
+    limit is per user and machine-wide, so the test does not reach it: it makes the count of
+    watches held come out short, as the kernel's refusal would, on a real observer."""
+    import vaultmem.daemon as dmod
+    vault = tmp_path / "vault"
+    for i in range(3):
+        (vault / f"p{i}/memory").mkdir(parents=True)
+    with watching_in_process(tmp_path, vault) as d:
         d._check_watches(rewatch=False)
         assert d.watch["complete"] and d.watch["directories"] == 7 and d.scheduler.get_job("unwatched-reconcile") is None
         walk, walks = dmod.directories_under, []
@@ -913,9 +926,6 @@ def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path
         monkeypatch.setattr(dmod, "inotify_watches", real)  # the limit was raised
         d._check_watches()
         assert d.watch["complete"] and d.scheduler.get_job("unwatched-reconcile") is None
-    finally:
-        d.observer.stop()
-        d.observer.join(5)
 
 
 def test_the_daemon_starts_without_its_vault_directory_and_watches_for_it(tmp_path):
@@ -981,10 +991,7 @@ def test_links_past_the_watch_limit_are_said_and_watched_when_room_is_made(tmp_p
     the first ones (in sorted order) are watched, the rest said in the log and status; the
     watches are counted against the directories they need; a link removed makes room, and the
     directory watched anew has its notes looked at once. A real observer, in process."""
-    from apscheduler.schedulers.background import BackgroundScheduler
-    from watchdog.observers import Observer
     import vaultmem.daemon as dmod
-    from vaultmem.config import resolve
     vault = tmp_path / "vault"
     (vault / "memory").mkdir(parents=True)
     for name in ("a", "b", "c"):
@@ -992,13 +999,7 @@ def test_links_past_the_watch_limit_are_said_and_watched_when_room_is_made(tmp_p
         (tmp_path / name / "n.md").write_text(f"note {name}\n")
         (vault / f"memory/{name}.md").symlink_to(tmp_path / name / "n.md")
     monkeypatch.setattr(dmod, "MAX_LINK_WATCHES", 2)
-    d = dmod.Daemon(resolve({"state_dir": str(tmp_path / "s"), "vaults": [f"v={vault}"]}, env={}),
-                    str(tmp_path / "s.sock"))
-    d.vaults = {v.name: v for v in d.settings.vaults}
-    d.observer, d.scheduler = Observer(), BackgroundScheduler()
-    d._schedule_watches()
-    d.observer.start()
-    try:
+    with watching_in_process(tmp_path, vault) as d:
         d.links.reset(d.vaults["v"], ["memory/a.md", "memory/b.md", "memory/c.md"])
         with caplog.at_level("WARNING", logger="vaultmem.daemon"):
             d._watch_links()
@@ -1016,6 +1017,3 @@ def test_links_past_the_watch_limit_are_said_and_watched_when_room_is_made(tmp_p
         assert (d.watch["outside"], d.watch["outside_unwatched"]) == (2, 0)
         rels = {w.rel for w in [d.queue.get_nowait() for _ in range(d.queue.qsize())]}
         assert "memory/c.md" in rels and "memory/b.md" not in rels  # (a.md: the vault's own watch saw it go)
-    finally:
-        d.observer.stop()
-        d.observer.join(5)

@@ -229,6 +229,19 @@ WATCHED_EVENTS = [FileCreatedEvent, FileModifiedEvent, FileClosedEvent, FileMove
                   DirCreatedEvent, DirMovedEvent, DirDeletedEvent]
 
 
+def _event_paths(event: FileSystemEvent):
+    """The paths an event names (a move: both), as str."""
+    for raw in (event.src_path, getattr(event, "dest_path", "")):
+        if raw:
+            yield raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _concerns(rel: str, is_directory: bool, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:
+    """Whether an event at vault path `rel` is the writer's to look at: a directory not
+    excluded (its notes), or a note path."""
+    return not dir_excluded(rel, exclude) if is_directory else is_note_path(rel, include, exclude)
+
+
 class _Events(FileSystemEventHandler):
     def __init__(self, daemon: "Daemon", vault: Vault):
         self.daemon, self.vault = daemon, vault
@@ -236,22 +249,16 @@ class _Events(FileSystemEventHandler):
         self.include, self.exclude = cfg.include, cfg.exclude
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        for raw in (event.src_path, getattr(event, "dest_path", "")):
-            if not raw:
-                continue
-            path = raw.decode() if isinstance(raw, bytes) else raw
+        for path in _event_paths(event):
             self.daemon.linked_event(path, event.is_directory)  # a target of a note that is a link
             rel = relpath_in(self.vault, path)
             if not rel or rel == "." or not self.vault.owns(rel):
                 continue  # the root itself (Daemon._check_roots looks after it), or a nested vault's
-            if event.is_directory:
-                if not dir_excluded(rel, self.exclude):
-                    self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
-            elif is_note_path(rel, self.include, self.exclude):
+            if _concerns(rel, event.is_directory, self.include, self.exclude):
                 self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
-            elif self.daemon.links.is_linked_dir(self.vault.name, rel) or (
+            elif not event.is_directory and (self.daemon.links.is_linked_dir(self.vault.name, rel) or (
                     isinstance(event, (FileCreatedEvent, FileMovedEvent)) and not matches(rel, self.exclude)
-                    and os.path.islink(path) and os.path.isdir(path)):
+                    and os.path.islink(path) and os.path.isdir(path))):
                 # a symlink to a folder of notes, made or removed: the event says a file
                 self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
 
@@ -263,9 +270,8 @@ class _LinkEvents(FileSystemEventHandler):
         self.daemon = daemon
 
     def on_any_event(self, event: FileSystemEvent) -> None:
-        for raw in (event.src_path, getattr(event, "dest_path", "")):
-            if raw:
-                self.daemon.linked_event(raw.decode() if isinstance(raw, bytes) else raw, event.is_directory)
+        for path in _event_paths(event):
+            self.daemon.linked_event(path, event.is_directory)
 
 
 # ------------------------------------------------------------------ the socket server
@@ -561,9 +567,7 @@ class Daemon:
         cfg = self.settings.index
         for name, rel in self.links.notes_at(path):
             v = self.vaults.get(name)
-            if v is None or not v.owns(rel):
-                continue
-            if (not dir_excluded(rel, cfg.exclude)) if is_directory else is_note_path(rel, cfg.include, cfg.exclude):
+            if v is not None and v.owns(rel) and _concerns(rel, is_directory, cfg.include, cfg.exclude):
                 self.enqueue(Work("path", vault=name, rel=rel))
 
     def _watch_links(self) -> None:

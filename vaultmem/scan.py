@@ -1,12 +1,13 @@
 """Which files of a vault are notes: walk the vault, apply include/exclude globs, stat.
 
 Everything here is about the file system and nothing about parsing or indexing. The scanner
-never follows a directory symlink out of the vault twice (loops are cut), a note reached through
-a symlink whose real path in the vault is a note path too is that note, found under its real path
-only (else `docs/memory -> ../memory` indexed each note twice, once the daemon saw an edit), and
-a note path it cannot stat (a dangling symlink) or that is no regular file (a named pipe) is still returned,
-with the reason as its `problem`, so that the index lists it as skipped like any other
-unreadable file instead of failing (or, for a pipe, waiting on it forever).
+never follows a directory symlink out of the vault twice (loops are cut); a note reached through
+a symlink whose real path in the vault is a note path too is that note, found under its real
+path only (else `docs/memory -> ../memory` indexed each note twice, once the daemon saw an
+edit); and a note path it cannot stat (a dangling symlink) or that is no regular file (a named
+pipe) is still returned, with the reason as its `problem`, so that the index lists it as
+skipped like any other unreadable file instead of failing (or, for a pipe, waiting on it
+forever).
 """
 
 from __future__ import annotations
@@ -143,9 +144,8 @@ def _stat(vault: Vault, rel: str, full: str, via_link: bool, include: tuple[str,
             return ScannedFile(vault.name, rel, full, st.st_size, st.st_mtime_ns, reason)
         via_link = True
     if via_link:
-        real = os.path.realpath(full)
-        root = str(vault.root)
-        if real.startswith(root + os.sep):
+        real, root = os.path.realpath(full), str(vault.root)
+        if is_under(real, root):
             real_rel = os.path.relpath(real, root).replace(os.sep, "/")
             if real_rel != rel and is_note_path(real_rel, include, exclude):
                 return None  # the same note, indexed under its real path
