@@ -104,6 +104,36 @@ def test_notes_that_are_symlinks_follow_their_targets_at_once(daemon, tmp_path):
     assert status["watch"]["outside"] == 3 and status["watch"]["outside_unwatched"] == 0, status["watch"]
     assert status["pending"] == 0 and status["notes"] == 6  # three CLAUDE.md, deeper/b.md, n.md, q.md
 
+def test_files_a_claude_md_imports_are_notes_followed_at_once(daemon):
+    """`@AGENTS.md` in a CLAUDE.md puts AGENTS.md into every agent session, so it is searched
+    like the CLAUDE.md: indexed when the import is saved, updated when it is edited in place or
+    saved atomically, gone when it is deleted or no longer imported, back when it is made again."""
+    vault = daemon.vault
+    atomic_save(vault / "CLAUDE.md", "# Project\n\nnothing imported yet\n")
+    atomic_save(vault / "AGENTS.md", "# Agents\n\nthe axolotl rule\n")
+    daemon.start()
+    assert daemon.paths("axolotl") == []
+    atomic_save(vault / "CLAUDE.md", "# Project\n\nSee @AGENTS.md and @docs/style.md.\n")
+    daemon.wait_for(lambda: daemon.paths("axolotl") == ["AGENTS.md"])
+    with open(vault / "AGENTS.md", "w") as f:  # in place
+        f.write("# Agents\n\nthe binturong rule\n")
+    daemon.wait_for(lambda: daemon.paths("binturong") == ["AGENTS.md"] and daemon.paths("axolotl") == [])
+    atomic_save(vault / "docs/style.md", "# Style\n\nthe coati writes tabs\n")  # made after its import
+    daemon.wait_for(lambda: daemon.paths("coati") == ["docs/style.md"])
+    hit = daemon.request({"op": "query", "text": "coati", "mode": "text"})["hits"][0]
+    assert hit["imported_by"] == "CLAUDE.md"
+    (vault / "docs/style.md").unlink()
+    daemon.wait_for(lambda: daemon.paths("coati") == [])
+    atomic_save(vault / "docs/style.md", "# Style\n\nthe dhole writes spaces\n")
+    daemon.wait_for(lambda: daemon.paths("dhole") == ["docs/style.md"])
+    atomic_save(vault / "CLAUDE.md", "# Project\n\nSee AGENTS.md, no longer imported.\n")
+    daemon.wait_for(lambda: daemon.paths("binturong") == [] and daemon.paths("dhole") == [])
+    atomic_save(vault / "AGENTS.md", "# Agents\n\nthe eland rule\n")  # no note now: never indexed
+    atomic_save(vault / "memory/m.md", "a fossa, to know the writer got this far\n")
+    daemon.wait_for(lambda: daemon.paths("fossa") == ["memory/m.md"])
+    assert daemon.paths("eland") == []
+
+
 def test_moves_in_out_and_within_and_directory_moves(daemon, tmp_path):
     atomic_save(daemon.vault / "memory/a.md", "the elephant remembers\n")
     atomic_save(daemon.vault / "memory/sub/f.md", "a ferret hides\n")

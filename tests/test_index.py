@@ -320,21 +320,28 @@ def test_missing_index_is_a_clear_error(env):
         VaultIndex(env.settings())
 
 
-def test_an_older_catalog_is_migrated_in_place_without_re_embedding(env):
+@pytest.mark.parametrize("layout, dropped", [("2", ["secrets", "imports"]), ("3", ["imports"])])
+def test_an_older_catalog_is_migrated_in_place_without_re_embedding(env, layout, dropped):
     import sqlite3
 
     env.write("memory/a.md", note("alpha", "the aardvark note\n"))
     env.write("memory/b.md", note("beta", "the bison note\n"))
+    env.write("CLAUDE.md", "# Rules\n\nSee @AGENTS.md\n")
+    env.write("AGENTS.md", "# Agents\n\nthe capybara rule\n")
     env.sync()
-    db = sqlite3.connect(env.state / "catalog.sqlite3")  # make it look like layout 2, pipeline 3
-    db.execute("ALTER TABLE notes DROP COLUMN secrets")
-    db.execute("UPDATE meta SET v='2' WHERE k='schema'")
+    db = sqlite3.connect(env.state / "catalog.sqlite3")  # make it look like an older layout and pipeline
+    db.execute("DROP INDEX IF EXISTS notes_imports")
+    for column in dropped:
+        db.execute(f"ALTER TABLE notes DROP COLUMN {column}")
+    db.execute("DELETE FROM notes WHERE path='AGENTS.md'")  # that layout never knew of imports
+    db.execute("UPDATE meta SET v=? WHERE k='schema'", (layout,))
     db.execute("UPDATE meta SET v='3:1500:500' WHERE k='pipeline'")
     db.commit()
     db.close()
     report = env.sync()
-    assert report.updated == 2 and report.chunks_embedded == 0 and report.chunks_reused == 2
+    assert report.updated == 3 and report.added == 1 and report.chunks_embedded == 0 and report.chunks_reused == 4
     assert [h.path for h in env.query("aardvark", mode="text")] == ["memory/a.md"]
+    assert [h.path for h in env.query("capybara", mode="text")] == ["AGENTS.md"]
 
 
 def test_an_unknown_older_catalog_is_rebuilt_from_the_notes(env):

@@ -24,10 +24,10 @@ from .backend import Backend
 from .config import Settings
 from .client import STILL_INDEXING, DaemonUnavailable
 from .errors import VaultmemError
+from .imports import loaded_with_claude_md
 
 log = logging.getLogger(__name__)
 
-INSTRUCTION_FILES = {"claude.md", "agents.md", "memory.md"}  # Claude Code loads these itself
 
 
 def estimate_tokens(text: str) -> int:
@@ -51,6 +51,8 @@ def compact(hit: dict, roots: dict[str, str]) -> dict[str, Any]:
         out["superseded_by"] = hit["superseded_by"]
     if hit.get("retired"):
         out["retired"] = True
+    if hit.get("imported_by"):
+        out["imported_by"] = hit["imported_by"]
     for key in ("topic", "kind", "date"):
         if hit.get(key):
             out[key] = hit[key]
@@ -160,7 +162,8 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
     """The most relevant current memories for the project at `cwd`, as Markdown within
     `budget` tokens: the project's own notes first (its vault's memory notes, and Claude Code's
     memory for the project), then notes elsewhere that match what the project is doing now.
-    CLAUDE.md, AGENTS.md and MEMORY.md are left out: Claude Code loads them already."""
+    CLAUDE.md, AGENTS.md, MEMORY.md and the files they import are left out: Claude Code loads
+    them already."""
     budget = budget or settings.agent.hook_tokens
     project = project_of(cwd)
     roots = vault_roots(backend)
@@ -175,7 +178,7 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
     def take(hits: list[dict]) -> None:
         for h in hits:
             key = f"{h['vault']}:{h['path']}"
-            if key in seen or h["path"].rsplit("/", 1)[-1].lower() in INSTRUCTION_FILES:
+            if key in seen or loaded_with_claude_md(h["path"], h.get("imported_by")):
                 continue
             seen.add(key)
             picked.append(h)

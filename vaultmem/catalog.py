@@ -34,10 +34,11 @@ CREATE TABLE IF NOT EXISTS notes (
     status TEXT NOT NULL, reason TEXT,
     topic TEXT, topic_key TEXT, tags TEXT, kind TEXT, date TEXT, date_ts REAL, importance REAL,
     supersedes TEXT, entities TEXT, summary TEXT, preview TEXT, meta TEXT, errors TEXT,
-    superseded_by TEXT, indexed_at REAL, secrets TEXT
+    superseded_by TEXT, indexed_at REAL, secrets TEXT, imports TEXT
 );
 CREATE INDEX IF NOT EXISTS notes_path ON notes(vault, path);
 CREATE INDEX IF NOT EXISTS notes_topic ON notes(vault, topic_key);
+CREATE INDEX IF NOT EXISTS notes_imports ON notes(vault) WHERE imports IS NOT NULL;
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY, note TEXT NOT NULL, ord INTEGER, heading TEXT,
     line_start INTEGER, line_end INTEGER, text TEXT, hash TEXT
@@ -80,10 +81,11 @@ def chunk_id(note_key: str, ord_: int) -> str:
     return f"{note_key}#{ord_}"
 
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 # Older layouts brought forward without a rebuild (a rebuild re-embeds every note). The notes
 # are re-read anyway when the pipeline version changes; vectors are reused by content hash.
-MIGRATIONS = {"2": ["ALTER TABLE notes ADD COLUMN secrets TEXT"]}
+MIGRATIONS = {"2": ["ALTER TABLE notes ADD COLUMN secrets TEXT", "ALTER TABLE notes ADD COLUMN imports TEXT"],
+              "3": ["ALTER TABLE notes ADD COLUMN imports TEXT"]}
 
 
 def _facts_of(r: tuple) -> Facts:
@@ -159,6 +161,11 @@ class Catalog:
         """Every known note path of a vault (indexed and skipped), vault-relative."""
         return [r[0] for r in self.db.execute("SELECT path FROM notes WHERE vault=?", (vault,))]
 
+    def imports(self, vault: str) -> dict[str, tuple[str, ...]]:
+        """The `@path` imports of a vault's notes that have any, as written, by note path."""
+        rows = self.db.execute("SELECT path, imports FROM notes WHERE vault=? AND imports IS NOT NULL", (vault,))
+        return {r[0]: tuple(json.loads(r[1])) for r in rows}
+
     def pending(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT key FROM pending")}
 
@@ -197,14 +204,15 @@ class Catalog:
             self.db.executemany("DELETE FROM notes WHERE key=?", [(k,) for k in keys])
             for note, size, mtime_ns, digest, hashes in notes:
                 self.db.execute(
-                    "INSERT INTO notes VALUES (?,?,?,?,?,?,'ok',NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?,?)",
+                    "INSERT INTO notes VALUES (?,?,?,?,?,?,'ok',NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?,?,?)",
                     (note.key, note.vault, note.path, size, mtime_ns, digest,
                      note.topic, topic_key(note.topic), json.dumps(list(note.tags), ensure_ascii=False), note.kind, note.date,
                      note.date_ts, note.importance, json.dumps(list(note.supersedes), ensure_ascii=False),
                      json.dumps(list(note.entities), ensure_ascii=False), note.summary, note.preview,
                      json.dumps(note.meta, ensure_ascii=False, default=str),
                      json.dumps(list(note.errors), ensure_ascii=False), now,
-                     json.dumps([list(s) for s in note.secrets]) if note.secrets else None),
+                     json.dumps([list(s) for s in note.secrets]) if note.secrets else None,
+                     json.dumps(list(note.imports), ensure_ascii=False) if note.imports else None),
                 )
                 self.db.executemany(
                     "INSERT INTO chunks VALUES (?,?,?,?,?,?,?,?)",

@@ -35,6 +35,7 @@ DEFAULTS: dict[str, Any] = {
         "preview_chars": 500,
         "batch_files": 256,
         "mark_superseded": False,
+        "follow_imports": True,
     },
     "embedder": {
         "kind": "use",  # use (bundled, offline) | e5 (bundled, offline, slower) | ollama | openai
@@ -128,6 +129,7 @@ class IndexSettings:
     preview_chars: int
     batch_files: int
     mark_superseded: bool
+    follow_imports: bool
 
 
 @dataclass(frozen=True)

@@ -236,10 +236,13 @@ def _event_paths(event: FileSystemEvent):
             yield raw.decode() if isinstance(raw, bytes) else raw
 
 
-def _concerns(rel: str, is_directory: bool, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:
+def _concerns(rel: str, is_directory: bool, include: tuple[str, ...], exclude: tuple[str, ...],
+              imported: frozenset[str] = frozenset()) -> bool:
     """Whether an event at vault path `rel` is the writer's to look at: a directory not
-    excluded (its notes), or a note path."""
-    return not dir_excluded(rel, exclude) if is_directory else is_note_path(rel, include, exclude)
+    excluded (its notes), a note path, or a file a CLAUDE.md imports."""
+    if is_directory:
+        return not dir_excluded(rel, exclude)
+    return is_note_path(rel, include, exclude) or rel in imported
 
 
 class _Events(FileSystemEventHandler):
@@ -254,7 +257,8 @@ class _Events(FileSystemEventHandler):
             rel = relpath_in(self.vault, path)
             if not rel or rel == "." or not self.vault.owns(rel):
                 continue  # the root itself (Daemon._check_roots looks after it), or a nested vault's
-            if _concerns(rel, event.is_directory, self.include, self.exclude):
+            imported = self.daemon.imported.get(self.vault.name, frozenset())
+            if _concerns(rel, event.is_directory, self.include, self.exclude, imported):
                 self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
             elif not event.is_directory and (self.daemon.links.is_linked_dir(self.vault.name, rel) or (
                     isinstance(event, (FileCreatedEvent, FileMovedEvent)) and not matches(rel, self.exclude)
@@ -439,6 +443,7 @@ class Daemon:
         self._link_watches: dict[tuple[str, bool], Any] = {}  # (real directory, recursive) -> watch
         self._links_unwatched = 0  # directories past MAX_LINK_WATCHES
         self._reopen_reader = False
+        self.imported: dict[str, frozenset[str]] = {}  # vault -> the files its CLAUDE.md files import
 
     # -------------------------------------------------------------- life cycle
 
@@ -493,6 +498,7 @@ class Daemon:
         for v in vaults:
             self.writer.catalog.put_vault(v)
         self.vaults = {v.name: v for v in vaults}
+        self.imported = {v.name: frozenset(self.writer.imported(v)) for v in vaults}  # as last indexed
         for v in self.writer.vaults():
             if v.name not in self.vaults:
                 log.warning("vault %s (%s) is in the index but not in the config: its notes are answered as last "
@@ -567,7 +573,8 @@ class Daemon:
         cfg = self.settings.index
         for name, rel in self.links.notes_at(path):
             v = self.vaults.get(name)
-            if v is not None and v.owns(rel) and _concerns(rel, is_directory, cfg.include, cfg.exclude):
+            if v is not None and v.owns(rel) and _concerns(rel, is_directory, cfg.include, cfg.exclude,
+                                                           self.imported.get(name, frozenset())):
                 self.enqueue(Work("path", vault=name, rel=rel))
 
     def _watch_links(self) -> None:
@@ -884,6 +891,7 @@ class Daemon:
         if report.changes or any(w.kind == "call" for w in batch):
             self.commits_since_optimize += 1
             self._refresh()
+            self._follow_imports()
         if any(w.kind == "links" for w in batch):
             for v in self.vaults.values():
                 self.links.reset(v, self.writer.catalog.paths(v.name))
@@ -905,6 +913,17 @@ class Daemon:
             self._refresh()
             log.info("optimized the indexes in %.0f ms", (time.perf_counter() - t) * 1000)
         log.debug("batch of %d item(s) in %.1f ms", len(batch), (time.perf_counter() - t0) * 1000)
+
+    def _follow_imports(self) -> None:
+        """Keep the files the CLAUDE.md files import (index.imported) watched as notes. A file
+        imported from now on is looked at once more: an edit made while the writer read the
+        CLAUDE.md that imports it was not yet its to see."""
+        assert self.writer is not None
+        for name, v in self.vaults.items():
+            now = frozenset(self.writer.imported(v))
+            for rel in sorted(now - self.imported.get(name, frozenset())):
+                self.enqueue(Work("path", vault=name, rel=rel))
+            self.imported[name] = now
 
     def _refresh(self) -> None:
         with self.read_lock:

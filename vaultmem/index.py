@@ -30,8 +30,8 @@ from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
 from .errors import DatabaseUnreadable, DiskFullError, IndexBusy, IndexMissingError, UsageError, VaultmemError, is_disk_full
 from .fulltext import FullText
 from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
-from . import writing
-from .scan import ScannedFile, is_note_path, scan_vault, stat_file
+from . import imports, writing
+from .scan import ScannedFile, is_note_path, is_under, scan_vault, stat_file
 
 log = logging.getLogger(__name__)
 
@@ -297,6 +297,7 @@ class VaultIndex:
         report = SyncReport()
         scanned: dict[str, ScannedFile] = {}
         known: dict[str, FileState] = {}
+        imported: dict[str, set[str]] = {}  # vault -> the files its CLAUDE.md files import, as last indexed
         renamed = self._renamed(vaults)
         for vault in vaults:
             self.catalog.put_vault(vault)
@@ -304,7 +305,8 @@ class VaultIndex:
                 log.warning("vault %s: directory %s not found; its notes are kept as last indexed", vault.name, vault.root)
                 report.missing.append(vault.name)
                 continue
-            scanned.update(scan_vault(vault, self.settings.index.include, self.settings.index.exclude))
+            imported[vault.name] = set(self.imported(vault))
+            scanned.update(self._note_files(vault, imported[vault.name]))
             known.update(self.catalog.files(vault.name))
             for old in renamed.get(vault.name, []):  # gone under the old name: moved, vectors reused
                 known.update(self.catalog.files(old))
@@ -318,6 +320,9 @@ class VaultIndex:
         vault_names = {v.name for v in vaults} - set(report.missing)
         pending = {k for k in self.catalog.pending() if k.split(":", 1)[0] in vault_names}
         self._reconcile(scanned, known, pending | redo, report, progress, full=True)
+        for vault in vaults:
+            if vault.name in imported:
+                self._follow_imports(vault, imported[vault.name], report)
         for new, olds in renamed.items():
             for old in olds:
                 if not self.catalog.files(old):
@@ -350,14 +355,21 @@ class VaultIndex:
         if not vault.root.is_dir():
             report.missing.append(vault.name)
             return report
+        imported = set(self.imported(vault))
+        self._update(vault, paths, imported, report)
+        self._follow_imports(vault, imported, report)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def _update(self, vault: Vault, paths: set[str], imported: set[str], report: SyncReport) -> None:
         cfg = self.settings.index
         scanned: dict[str, ScannedFile] = {}
         known: dict[str, FileState] = {}
         for rel in paths:
             full = os.path.join(str(vault.root), rel)
             if os.path.isdir(full):
-                scanned.update(scan_vault(vault, cfg.include, cfg.exclude, under=rel))
-            elif is_note_path(rel, cfg.include, cfg.exclude) and vault.owns(rel):
+                scanned.update(self._note_files(vault, {p for p in imported if is_under(p, rel)}, under=rel))
+            elif (is_note_path(rel, cfg.include, cfg.exclude) or rel in imported) and vault.owns(rel):
                 s = stat_file(vault, rel, cfg.include, cfg.exclude)
                 if s is not None:
                     scanned[s.key] = s
@@ -365,8 +377,38 @@ class VaultIndex:
         scope = set(scanned) | set(known)
         pending = {k for k in self.catalog.pending() if k in scope}
         self._reconcile(scanned, known, pending, report, None)
-        report.seconds = time.perf_counter() - started
-        return report
+
+    # -------------------------------------------------------------- imports
+
+    def imported(self, vault: Vault) -> dict[str, str]:
+        """The files a vault's CLAUDE.md files import (`@AGENTS.md`), directly or not, as last
+        indexed: path -> the note that imports it (imports.py). Each is a note of the vault."""
+        if not self.settings.index.follow_imports:
+            return {}
+        return imports.imported(vault, self.catalog.imports(vault.name), self.settings.index.exclude)
+
+    def note_files(self, vault: Vault) -> dict[str, ScannedFile]:
+        """Every note file of a vault on disk: the include globs' and the imported ones."""
+        return self._note_files(vault, set(self.imported(vault)))
+
+    def _note_files(self, vault: Vault, imported: set[str], under: str = "") -> dict[str, ScannedFile]:
+        cfg = self.settings.index
+        found = scan_vault(vault, cfg.include, cfg.exclude, under=under)
+        for rel in sorted(imported):
+            if f"{vault.name}:{rel}" not in found and (s := stat_file(vault, rel, cfg.include, cfg.exclude)):
+                found[s.key] = s
+        return found
+
+    def _follow_imports(self, vault: Vault, before: set[str], report: SyncReport) -> None:
+        """Notes just indexed may import other files than `before` (a CLAUDE.md edited, or read
+        for the first time): index the files imported now and drop those no longer imported,
+        one hop at a time."""
+        for _ in range(imports.MAX_DEPTH + 1):
+            now = set(self.imported(vault))
+            if now == before:
+                return
+            self._update(vault, now ^ before, now, report)
+            before = now
 
     def _reconcile(self, scanned: dict[str, ScannedFile], known: dict[str, FileState], redo: set[str],
                    report: SyncReport, progress: Callable[[int, int, int], None] | None,

@@ -7,8 +7,8 @@ Sections, each a list of findings:
 - stale: current notes not written (date or file mtime) for `stale_days`
 - never_retrieved: current notes no query has returned, known for `unretrieved_days`
 - missing_topic / missing_tags: memory notes without them (CLAUDE.md, AGENTS.md and MEMORY.md
-  files are instructions and indexes, not facts, and are left out; Claude Code's own notes
-  classify by `type` instead of tags and are not asked for tags)
+  files, and the files a CLAUDE.md imports, are instructions and indexes, not facts, and are
+  left out; Claude Code's own notes classify by `type` instead of tags and are not asked for tags)
 - broken_supersedes: `supersedes:` entries that name no topic and no note
 - dated_ahead: notes dated more than a day from now (a typo'd year keeps a note current over
   every newer note on its topic, and `remember` on that topic writes notes that start superseded)
@@ -32,15 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Settings
+from .imports import loaded_with_claude_md
 from .query import number_field
-from .scan import scan_vault
 from .supersession import path_candidates, topic_key
 
 if TYPE_CHECKING:  # the report's formatting is used by the thin CLI client: no engine at import
     from .index import VaultIndex
     from .usage import Usage
 
-INSTRUCTION_FILES = {"claude.md", "agents.md", "memory.md"}
 SECTIONS = ("multiple_current", "stale", "never_retrieved", "missing_topic", "missing_tags", "broken_supersedes",
             "dated_ahead", "out_of_sync", "unreadable", "read_with_problems", "duplicates", "secrets")
 DAY = 86400.0
@@ -78,8 +77,9 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
         if now - known > unretrieved_days * DAY:
             found["never_retrieved"].append({"note": r["key"], "days": int((now - known) // DAY)})
 
+    imported = {v.name: idx.imported(v) for v in idx.vaults()}
     for r in current:
-        if r["path"].rsplit("/", 1)[-1].lower() in INSTRUCTION_FILES:
+        if loaded_with_claude_md(r["path"], imported.get(r["vault"], {}).get(r["path"])):
             continue
         if not r["topic"]:
             found["missing_topic"].append({"note": r["key"]})
@@ -99,7 +99,7 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
     found["dated_ahead"] = [{"note": r["key"], "date": r["date"]} for r in rows
                             if r["date_ts"] is not None and r["date_ts"] - now > DAY]
 
-    found["out_of_sync"] = _out_of_sync(idx, settings)
+    found["out_of_sync"] = _out_of_sync(idx)
     found["unreadable"] = [{"note": r["key"], "reason": r["reason"]} for r in cat.skipped()]
     found["read_with_problems"] = [{"note": r["key"], "problem": "; ".join(errors)}
                                    for r in rows if (errors := json.loads(r["errors"] or "[]"))]
@@ -124,7 +124,7 @@ def _claude_typed(meta: dict) -> bool:
     return bool(meta.get("type") or nested.get("type"))
 
 
-def _out_of_sync(idx: VaultIndex, settings: Settings) -> list[dict]:
+def _out_of_sync(idx: VaultIndex) -> list[dict]:
     out = []
     pending = idx.catalog.pending()
     served = {v.name for v in idx.served()}
@@ -136,7 +136,7 @@ def _out_of_sync(idx: VaultIndex, settings: Settings) -> list[dict]:
         if not vault.root.is_dir():
             out.append({"note": f"{vault.name}:", "problem": f"vault directory {vault.root} is missing"})
             continue
-        disk = scan_vault(vault, settings.index.include, settings.index.exclude)
+        disk = idx.note_files(vault)
         known = idx.catalog.files(vault.name)
         for key in sorted(set(disk) | set(known)):
             if key in pending:

@@ -54,6 +54,7 @@ class Note:
     errors: tuple[str, ...]
     chunks: tuple[Chunk, ...] = field(default_factory=tuple)
     secrets: tuple[tuple[int, str], ...] = ()  # (line, kind) of likely secrets, masked in all of the above
+    imports: tuple[str, ...] = ()  # `@path` imports as written (imports.py follows those of CLAUDE.md)
 
     @property
     def key(self) -> str:
@@ -66,7 +67,7 @@ def note_key(vault: str, path: str) -> str:
 
 # Bump when parsing, chunking, index_text, embed_text or what the full-text index keeps of them
 # change: every note is then re-read (vectors of unchanged text are still reused by content hash).
-PIPELINE_VERSION = 14
+PIPELINE_VERSION = 15
 
 CLAUDE_KEYS = {"name", "description", "type"}
 # Keys vaultmem interprets; every other frontmatter key is kept and shown as it is (`extra`).
@@ -373,6 +374,37 @@ def extract_entities(text: str, declared: tuple[str, ...] = ()) -> tuple[str, ..
     return tuple(display[k] for k in ranked)
 
 
+# ---------------------------------------------------------------- imports
+
+# Claude Code's memory imports: `@path` at the start of a line or after white space, outside
+# code spans and fenced blocks; a backslash escapes a space in the path.
+IMPORT = re.compile(r"(?:^|(?<=\s))@((?:[^\s\\]|\\ )+)")
+CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1")
+MAX_IMPORTS = 256
+
+
+def find_imports(body: str) -> tuple[str, ...]:
+    """The paths a note's `@path` imports name, as written, in order, each once. Trailing
+    punctuation of the sentence is not part of the path (`see @AGENTS.md.`). Which of them are
+    files, and where, is for imports.py to say."""
+    found: list[str] = []
+    in_fence: str | None = None
+    for line in body.split("\n"):
+        fence = FENCE.match(line)
+        if fence:
+            in_fence = None if in_fence == fence.group(1) else (in_fence or fence.group(1))
+            continue
+        if in_fence or "@" not in line:
+            continue
+        for m in IMPORT.finditer(CODE_SPAN.sub(lambda c: " " * len(c.group(0)), line)):
+            path = m.group(1).replace("\\ ", " ").rstrip(".,;:!?)]}>\"'*_")
+            if path and path[0] not in "@#" and path not in found:
+                found.append(path)
+                if len(found) == MAX_IMPORTS:
+                    return tuple(found)
+    return tuple(found)
+
+
 # ---------------------------------------------------------------- chunking
 
 ATX = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
@@ -548,6 +580,7 @@ def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
         errors=tuple(errors),
         chunks=tuple(chunks),
         secrets=tuple((f.line, f.kind) for f in found),
+        imports=find_imports(body),
     )
 
 

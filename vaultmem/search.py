@@ -63,6 +63,7 @@ class Hit:
     snippet: str
     preview: str
     changed: bool
+    imported_by: str | None = None  # the CLAUDE.md (or imported file) whose `@path` import loads this file
     extra: dict[str, Any] = field(default_factory=dict)  # frontmatter keys vaultmem does not interpret
     explain: dict[str, Any] | None = field(default=None)
     section: str | None = field(default=None)  # the matching chunk's text, when asked for
@@ -268,13 +269,18 @@ class Searcher:
         sup_paths = {k: k.split(":", 1)[1] for k in sup_keys}
         terms = highlight_terms(q.text)
         hits = []
-        vault_roots = {v.name: v.root for v in self.index.vaults()}
+        vaults = {v.name: v for v in self.index.vaults()}
+        vault_roots = {name: v.root for name, v in vaults.items()}
+        imported: dict[str, dict[str, str]] = {}  # vault -> imported file -> importer
         for score, key, parts in top:
             row = notes[key]
             if unknown:
                 parts["unknown_words"] = unknown  # no note has them: matched by spelling (trigrams)
             ch = chunks.get(chunk_for[key])
             text = ch["text"] if ch else row["preview"] or ""
+            if row["vault"] not in imported:
+                v = vaults.get(row["vault"])
+                imported[row["vault"]] = self.index.imported(v) if v is not None else {}
             hits.append(Hit(
                 path=row["path"], vault=row["vault"],
                 line_start=ch["line_start"] if ch else 1, line_end=ch["line_end"] if ch else 1,
@@ -288,6 +294,7 @@ class Searcher:
                 snippet=make_snippet(text, terms, cfg.snippet_chars, unknown),
                 preview=row["preview"] or "",
                 changed=_changed(vault_roots.get(row["vault"]), row),
+                imported_by=imported[row["vault"]].get(row["path"]),
                 extra=extra_keys(json.loads(row["meta"] or "{}")),
                 explain=parts if q.explain else None,
                 section=_clip(text, q.section_chars) if q.section_chars else None,

@@ -1,0 +1,128 @@
+"""Files a CLAUDE.md imports with `@path` are notes of the vault: found by the parser, followed
+by the index (in process, on the real engines), answered with who imports them, and left out of
+what Claude Code loads anyway (the inventory's topic and tag checks)."""
+
+from __future__ import annotations
+
+import os
+
+from conftest import note
+
+from vaultmem.config import Vault
+from vaultmem.imports import imported, resolve
+from vaultmem.index import VaultIndex
+from vaultmem.inventory import take
+from vaultmem.notes import find_imports
+from vaultmem.usage import Usage
+
+
+def test_imports_are_found_as_claude_code_reads_them():
+    body = (
+        "See @AGENTS.md for the rules, and @README.\n"
+        "- git workflow @docs/git-instructions.md\n"
+        "- mine: @~/.claude/my-project.md; @/etc/vaultmem/team.md\n"
+        "Not these: `@docs/in-a-span.md`, mail@example.com, (@in-brackets.md), @@twice\n"
+        "```\n@in/a/fence.md\n```\n"
+        "~~~md\n@in/a/tilde-fence.md\n~~~\n"
+        "@notes/with\\ space.md @AGENTS.md\n"
+    )
+    assert find_imports(body) == ("AGENTS.md", "README", "docs/git-instructions.md", "~/.claude/my-project.md",
+                                  "/etc/vaultmem/team.md", "notes/with space.md")
+
+
+def test_an_import_is_taken_from_the_importing_file_and_must_stay_in_the_vault(tmp_path):
+    vault = Vault("v", tmp_path.resolve(), ("nested",))
+    assert resolve(vault, "pkg/CLAUDE.md", "./rules.md") == "pkg/rules.md"
+    assert resolve(vault, "pkg/CLAUDE.md", "../AGENTS.md") == "AGENTS.md"
+    assert resolve(vault, "CLAUDE.md", "../elsewhere.md") is None
+    assert resolve(vault, "CLAUDE.md", str(tmp_path / "docs" / "a.md")) == "docs/a.md"
+    assert resolve(vault, "CLAUDE.md", "/etc/passwd") is None
+    home = os.path.expanduser("~")
+    assert resolve(vault, "CLAUDE.md", "~/x.md") == (os.path.relpath(os.path.join(home, "x.md"), tmp_path)
+                                                     if home.startswith(str(tmp_path) + "/") else None)
+    # followed from CLAUDE.md files only, hop by hop, at most five hops, each file once
+    chain = {"CLAUDE.md": ("a.md",), "a.md": ("b.md",), "b.md": ("c.md",), "c.md": ("d.md",),
+             "d.md": ("e.md",), "e.md": ("f.md",), "memory/x.md": ("g.md",),
+             "pkg/CLAUDE.md": ("../a.md", ".git/config", "../nested/inner.md", "node_modules/m/README.md")}
+    got = imported(vault, chain, ("**/.git/**", "**/node_modules/**"))
+    assert got == {"a.md": "CLAUDE.md", "b.md": "a.md", "c.md": "b.md", "d.md": "c.md", "e.md": "d.md"}
+
+
+def paths(env, text):
+    return [h.path for h in env.query(text, mode="text")]
+
+
+def test_imported_files_are_indexed_followed_and_dropped_with_their_import(env):
+    env.write("CLAUDE.md", "# Project\n\nSee @AGENTS.md.\n- git: @docs/git.md\n")
+    env.write("AGENTS.md", "# Agents\n\nRun the flamingo linter first.\n")
+    env.write("docs/git.md", "# Git\n\nRebase, never merge. More in @./deeper.md\n")
+    env.write("docs/deeper.md", "# Deeper\n\nSquash the pelican commits.\n")
+    env.write("docs/other.md", "# Other\n\nThe walrus is no note.\n")
+    report = env.sync()
+    assert report.added == 4 and report.skipped == 0
+    assert paths(env, "flamingo") == ["AGENTS.md"]
+    assert paths(env, "pelican") == ["docs/deeper.md"]
+    assert paths(env, "walrus") == []
+    hits = {h.path: h for h in env.query("flamingo pelican rebase", mode="text", k=10)}
+    assert hits["AGENTS.md"].imported_by == "CLAUDE.md"
+    assert hits["docs/deeper.md"].imported_by == "docs/git.md"
+    assert env.query("project", mode="text")[0].imported_by is None  # CLAUDE.md itself
+
+    again = env.sync()  # nothing changed: nothing read
+    assert (again.added, again.updated, again.removed, again.unchanged) == (0, 0, 0, 4)
+
+    env.write("docs/deeper.md", "# Deeper\n\nSquash the heron commits.\n")  # an imported file edited
+    assert env.sync().updated == 1 and paths(env, "heron") == ["docs/deeper.md"]
+
+    env.write("CLAUDE.md", "# Project\n\nSee AGENTS.md (no import).\n- git: @docs/git.md\n- @docs/other.md\n")
+    report = env.sync()
+    assert (report.updated, report.added, report.removed) == (1, 1, 1)
+    assert paths(env, "flamingo") == [] and paths(env, "walrus") == ["docs/other.md"]
+    assert (env.vault / "AGENTS.md").read_text().startswith("# Agents")  # only ever read
+
+    os.remove(env.vault / "docs" / "git.md")  # the link in the middle of the chain goes
+    report = env.sync()
+    assert report.removed == 2 and paths(env, "heron") == [] and paths(env, "rebase") == []
+
+
+def test_update_follows_an_edited_claude_md_at_once(env):
+    env.write("CLAUDE.md", "# Project\n\nnothing imported yet\n")
+    env.write("AGENTS.md", "# Agents\n\nThe okapi rule.\n")
+    env.write("team/rules.md", "# Team\n\nThe quokka rule. @../AGENTS.md\n")
+    env.sync()
+    assert paths(env, "okapi") == []
+    s = env.settings()
+    vault = s.vaults[0]
+    with VaultIndex(s, writable=True) as idx:
+        env.write("CLAUDE.md", "# Project\n\n@team/rules.md\n")
+        report = idx.update(vault, {"CLAUDE.md"})
+        assert (report.updated, report.added) == (1, 2)  # the rules, and AGENTS.md through them
+        assert set(idx.imported(vault)) == {"team/rules.md", "AGENTS.md"}
+        env.write("AGENTS.md", "# Agents\n\nThe tapir rule.\n")
+        assert idx.update(vault, {"AGENTS.md"}).updated == 1
+        os.remove(env.vault / "team" / "rules.md")
+        assert idx.update(vault, {"team"}).removed == 2  # a directory event: its file and what it imported
+    assert paths(env, "quokka") == [] and paths(env, "tapir") == []
+
+
+def test_the_inventory_asks_no_topic_of_imported_files_and_sees_them_in_sync(env):
+    env.write("CLAUDE.md", "# Project\n\n@docs/style.md\n")
+    env.write("docs/style.md", "# Style\n\nTabs, never spaces.\n")
+    env.write("memory/fact.md", note(None, "a fact without topic\n"))
+    env.sync()
+    s = env.settings()
+    with VaultIndex(s) as idx:
+        report = take(idx, Usage(s.state_dir), s)
+    assert [f["note"] for f in report["findings"]["missing_topic"]] == ["v:memory/fact.md"]
+    assert report["findings"]["out_of_sync"] == []
+
+
+def test_follow_imports_off_leaves_imported_files_out(env):
+    env.write("CLAUDE.md", "# Project\n\n@AGENTS.md\n")
+    env.write("AGENTS.md", "# Agents\n\nthe gerenuk rule\n")
+    env.sync()
+    assert paths(env, "gerenuk") == ["AGENTS.md"]
+    env.overrides = {"index": {"follow_imports": False}}
+    assert env.sync().removed == 1 and paths(env, "gerenuk") == []
+    env.overrides = {}
+    assert env.sync().added == 1 and paths(env, "gerenuk") == ["AGENTS.md"]
