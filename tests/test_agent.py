@@ -132,6 +132,7 @@ def test_session_start_digest_is_relevant_current_and_within_budget(example_stat
     assert "deploy-2025-03.md" not in out and "deploy-2025-09.md" not in out, "superseded versions are not"
     assert "legacy-api.md" not in out, "a note retired by supersedes is not"
     assert "CLAUDE.md" not in out and "MEMORY.md" not in out, "Claude Code loads those itself"
+    assert "code-review.md" not in out, "and the files they import"
     for expected in ("api-versioning.md", "money-as-cents.md", "テスト方針.md", "배포-체크리스트.md"):
         assert expected in out
     assert f"{EXAMPLE}/memory/deploy-2026-05.md:" in out, "entries say where to open the file"

@@ -56,6 +56,12 @@ def test_claude_code_memory_notes_are_searchable_by_description(example):
     assert hit.path == ".claude/memory/project_oncall.md" and hit.kind == "project" and hit.topic == "on-call rotation"
 
 
+def test_a_file_the_claude_md_imports_is_found_and_says_so(example):
+    hit = example.query("how many approving reviews does a change need", k=1)[0]
+    assert hit.path == "docs/code-review.md" and hit.imported_by == "CLAUDE.md"
+    assert hit.heading == "code-review.md › Code review › How a review goes"
+
+
 def test_filters_tags_kind_topic_path(example):
     assert {h.path for h in example.query("deploy", tags=("kubernetes",))} == {"memory/deploy-2026-05.md"}
     assert {h.path for h in example.query("deploy", tags=("ops", "ko"))} == {"memory/배포-체크리스트.md"}
