@@ -43,9 +43,11 @@ def test_an_import_is_taken_from_the_importing_file_and_must_stay_in_the_vault(t
     # followed from CLAUDE.md files only, hop by hop, at most five hops, each file once
     chain = {"CLAUDE.md": ("a.md",), "a.md": ("b.md",), "b.md": ("c.md",), "c.md": ("d.md",),
              "d.md": ("e.md",), "e.md": ("f.md",), "memory/x.md": ("g.md",),
-             "pkg/CLAUDE.md": ("../a.md", ".git/config", "../nested/inner.md", "node_modules/m/README.md")}
+             "pkg/CLAUDE.md": ("../a.md", ".git/config", "../nested/inner.md", "node_modules/m/README.md"),
+             ".claude/rules/api.md": ("../../docs/api.md",), "CLAUDE.local.md": ("mine.md",)}
     got = imported(vault, chain, ("**/.git/**", "**/node_modules/**"))
-    assert got == {"a.md": "CLAUDE.md", "b.md": "a.md", "c.md": "b.md", "d.md": "c.md", "e.md": "d.md"}
+    assert got == {"a.md": "CLAUDE.md", "b.md": "a.md", "c.md": "b.md", "d.md": "c.md", "e.md": "d.md",
+                   "docs/api.md": ".claude/rules/api.md", "mine.md": "CLAUDE.local.md"}
 
 
 def paths(env, text):
@@ -105,10 +107,12 @@ def test_update_follows_an_edited_claude_md_at_once(env):
     assert paths(env, "quokka") == [] and paths(env, "tapir") == []
 
 
-def test_the_inventory_asks_no_topic_of_imported_files_and_sees_them_in_sync(env):
+def test_the_inventory_asks_no_topic_of_instructions_and_imported_files_and_sees_them_in_sync(env):
     env.write("CLAUDE.md", "# Project\n\n@docs/style.md\n")
     env.write("docs/style.md", "# Style\n\nTabs, never spaces.\n")
     env.write("memory/fact.md", note(None, "a fact without topic\n"))
+    env.write(".claude/rules/testing.md", "---\npaths: ['tests/**']\n---\nRun pytest -x.\n")
+    env.write("CLAUDE.local.md", "# Mine\n\nmy sandbox URL\n")
     env.sync()
     s = env.settings()
     with VaultIndex(s) as idx:

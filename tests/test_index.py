@@ -14,16 +14,20 @@ from vaultmem.index import VaultIndex
 from vaultmem.vectors import Vectors
 
 
-def test_default_globs_pick_claude_md_and_memory_notes(env):
+def test_default_globs_pick_what_claude_code_reads_as_memory(env):
     env.write("CLAUDE.md", "# Rules\n\nbe kind\n")
     env.write("sub/project/CLAUDE.md", "# Sub\n\nnested rules\n")
+    env.write("CLAUDE.local.md", "# Mine\n\nmy sandbox URL\n")
+    env.write(".claude/rules/testing.md", "---\npaths: ['tests/**']\n---\nrun pytest -x\n")
+    env.write("app/.claude/rules/frontend/react.md", "hooks first\n")
     env.write(".claude/memory/x.md", "claude memory\n")
     env.write("memory/deep/y.md", "deep memory\n")
     env.write("docs/readme.md", "not a note\n")
+    env.write("rules/r.md", "not a note either\n")
     env.write("memory/.y.md.swp", "swap file\n")
     env.write("node_modules/memory/z.md", "dependency\n")
     report = env.sync()
-    assert report.files == 4 and report.added == 4
+    assert report.files == 7 and report.added == 7
 
 
 def test_second_run_reads_nothing_and_embeds_nothing(env):

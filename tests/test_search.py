@@ -62,6 +62,11 @@ def test_a_file_the_claude_md_imports_is_found_and_says_so(example):
     assert hit.heading == "code-review.md › Code review › How a review goes"
 
 
+def test_a_rule_of_claude_codes_is_a_note_and_keeps_its_paths(example):
+    hit = example.query("how do I rename a column", k=1)[0]
+    assert hit.path == ".claude/rules/migrations.md" and hit.extra == {"paths": ["migrations/**/*.py"]}
+
+
 def test_filters_tags_kind_topic_path(example):
     assert {h.path for h in example.query("deploy", tags=("kubernetes",))} == {"memory/deploy-2026-05.md"}
     assert {h.path for h in example.query("deploy", tags=("ops", "ko"))} == {"memory/배포-체크리스트.md"}

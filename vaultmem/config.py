@@ -24,7 +24,7 @@ DEFAULTS: dict[str, Any] = {
     "state_dir": "",  # empty: $XDG_STATE_HOME/vaultmem
     "vaults": {},  # name -> directory
     "index": {
-        "include": ["**/CLAUDE.md", "**/memory/**/*.md"],
+        "include": ["**/CLAUDE.md", "**/CLAUDE.local.md", "**/.claude/rules/**/*.md", "**/memory/**/*.md"],
         "exclude": [
             "**/.git/**", "**/node_modules/**", "**/.venv/**", "**/__pycache__/**",
             "**/.obsidian/**", "**/.trash/**",

@@ -5,7 +5,7 @@ vaultmem indexes those files as notes of the vault too, whatever the include glo
 Pure path work over what the catalog keeps of each note (`Note.imports`, the paths as written,
 found by notes.find_imports): nothing here reads a note or touches the index. As in Claude Code
 a relative path is taken from the importing file's directory, `~/` from the home directory, and
-imports are followed from CLAUDE.md and CLAUDE.local.md through at most MAX_DEPTH hops. A file
+imports are followed from CLAUDE.md, CLAUDE.local.md and rule files through at most MAX_DEPTH hops. A file
 outside the vault, under an excluded path or in a nested vault is not this vault's to index.
 """
 
@@ -17,15 +17,25 @@ import posixpath
 from .config import Vault
 from .scan import matches, relpath_in
 
-ROOTS = frozenset({"CLAUDE.md", "CLAUDE.local.md"})  # the files Claude Code reads imports from
 MAX_DEPTH = 5  # hops, as Claude Code follows them
-INSTRUCTION_FILES = frozenset({"claude.md", "agents.md", "memory.md"})  # instructions and indexes, not facts
+INSTRUCTION_FILES = frozenset({"claude.md", "claude.local.md", "agents.md", "memory.md"})  # not facts
+
+
+def is_rule(path: str) -> bool:
+    """A rule file of Claude Code's (`.claude/rules/**/*.md`), read like a CLAUDE.md."""
+    return path.startswith(".claude/rules/") or "/.claude/rules/" in path
+
+
+def reads_imports(path: str) -> bool:
+    """Whether Claude Code follows the imports of the file at `path`: a CLAUDE.md, a
+    CLAUDE.local.md or a rule file (an imported file's own imports are followed too)."""
+    return posixpath.basename(path) in ("CLAUDE.md", "CLAUDE.local.md") or is_rule(path)
 
 
 def loaded_with_claude_md(path: str, imported_by: str | None) -> bool:
-    """Whether Claude Code puts a note into every session itself: an instruction file
-    (CLAUDE.md, AGENTS.md, a MEMORY.md index), or a file one of them imports."""
-    return imported_by is not None or path.rsplit("/", 1)[-1].lower() in INSTRUCTION_FILES
+    """Whether Claude Code puts a note into the session itself: an instruction file
+    (CLAUDE.md, CLAUDE.local.md, AGENTS.md, a MEMORY.md index, a rule), or a file one imports."""
+    return imported_by is not None or posixpath.basename(path).lower() in INSTRUCTION_FILES or is_rule(path)
 
 
 def resolve(vault: Vault, importer: str, raw: str) -> str | None:
@@ -49,7 +59,7 @@ def imported(vault: Vault, imports: dict[str, tuple[str, ...]], exclude: tuple[s
     """The files the vault's CLAUDE.md files import, directly or through imported files, by
     vault-relative path, each with the note that imports it first. `imports` is every note's
     imports as written, by path."""
-    frontier = sorted(p for p in imports if posixpath.basename(p) in ROOTS)
+    frontier = sorted(p for p in imports if reads_imports(p))
     seen = set(frontier)
     out: dict[str, str] = {}
     for _ in range(MAX_DEPTH):
