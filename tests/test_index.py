@@ -566,3 +566,28 @@ def test_damaged_usage_records_are_never_moved_and_the_message_says_how(env):
     with pytest.raises(DatabaseUnreadable, match=r"file is not a database; .*move it aside \(mv "):
         Usage(env.state)
     assert usage.read_bytes().startswith(b"\x13not sqlite"), "left as it was"
+
+
+def test_a_vault_that_is_a_claude_directory_has_its_rules_found(tmp_path):
+    """`~/.claude` as a vault: the user's rules are `rules/*.md` there, which the default globs
+    find as `.claude/rules/` (a project's `rules/` folder stays no note path)."""
+    from conftest import Env
+    e = Env(tmp_path)
+    e.vault = tmp_path / "home" / ".claude"
+    e.write("CLAUDE.md", "# Mine\n\nalways answer in English\n")
+    e.write("rules/python.md", "# Python\n\nuse uv, never pip\n")
+    e.write("projects/-home-me-app/memory/m.md", "the app deploys on Fridays\n")
+    e.write("todos/t.md", "not a note\n")
+    e.write("rules/node_modules/x/README.md", "never a note\n")
+    assert e.sync().added == 3
+    assert [h.path for h in e.query("uv pip", mode="text")] == ["rules/python.md"]
+    s = e.settings()
+    with VaultIndex(s, writable=True) as idx:  # the daemon's per-path update agrees
+        e.write("rules/go.md", "# Go\n\ngofmt on save\n")
+        e.write("todos/u.md", "still not a note\n")
+        assert idx.update(s.vaults[0], {"rules/go.md", "todos/u.md"}).added == 1
+    from vaultmem.daemon import _concerns
+    cfg = s.index
+    assert _concerns(s.vaults[0], "rules/go.md", False, cfg.include, cfg.exclude)
+    assert not _concerns(s.vaults[0], "todos/u.md", False, cfg.include, cfg.exclude)
+    assert not _concerns(s.vaults[0], "rules/node_modules", True, cfg.include, cfg.exclude)

@@ -113,6 +113,12 @@ class Vault:
         """Whether the vault-relative path `rel` is this vault's, not a nested vault's."""
         return not any(rel == d or rel.startswith(d + "/") for d in self.inner)
 
+    def globbed(self, rel: str) -> str:
+        """The path the include and exclude globs see for the vault-relative `rel`: in a vault
+        that is a `.claude` directory (`~/.claude`), `.claude/rel`, so that the user's rules in
+        `~/.claude/rules/` are found by `**/.claude/rules/**/*.md` as a project's are."""
+        return f".claude/{rel}" if self.root.name == ".claude" else rel
+
     def status(self, configured: bool = True) -> dict:
         """As `status` reports it: `found` is false while the directory is missing (kept as last
         indexed); `configured` is false for a vault in the index that the settings no longer

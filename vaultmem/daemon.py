@@ -236,13 +236,13 @@ def _event_paths(event: FileSystemEvent):
             yield raw.decode() if isinstance(raw, bytes) else raw
 
 
-def _concerns(rel: str, is_directory: bool, include: tuple[str, ...], exclude: tuple[str, ...],
+def _concerns(vault: Vault, rel: str, is_directory: bool, include: tuple[str, ...], exclude: tuple[str, ...],
               imported: frozenset[str] = frozenset()) -> bool:
     """Whether an event at vault path `rel` is the writer's to look at: a directory not
     excluded (its notes), a note path, or a file a CLAUDE.md imports."""
     if is_directory:
-        return not dir_excluded(rel, exclude)
-    return is_note_path(rel, include, exclude) or rel in imported
+        return not dir_excluded(vault.globbed(rel), exclude)
+    return is_note_path(vault.globbed(rel), include, exclude) or rel in imported
 
 
 class _Events(FileSystemEventHandler):
@@ -258,10 +258,11 @@ class _Events(FileSystemEventHandler):
             if not rel or rel == "." or not self.vault.owns(rel):
                 continue  # the root itself (Daemon._check_roots looks after it), or a nested vault's
             imported = self.daemon.imported.get(self.vault.name, frozenset())
-            if _concerns(rel, event.is_directory, self.include, self.exclude, imported):
+            if _concerns(self.vault, rel, event.is_directory, self.include, self.exclude, imported):
                 self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
             elif not event.is_directory and (self.daemon.links.is_linked_dir(self.vault.name, rel) or (
-                    isinstance(event, (FileCreatedEvent, FileMovedEvent)) and not matches(rel, self.exclude)
+                    isinstance(event, (FileCreatedEvent, FileMovedEvent))
+                    and not matches(self.vault.globbed(rel), self.exclude)
                     and os.path.islink(path) and os.path.isdir(path))):
                 # a symlink to a folder of notes, made or removed: the event says a file
                 self.daemon.enqueue(Work("path", vault=self.vault.name, rel=rel))
@@ -573,7 +574,7 @@ class Daemon:
         cfg = self.settings.index
         for name, rel in self.links.notes_at(path):
             v = self.vaults.get(name)
-            if v is not None and v.owns(rel) and _concerns(rel, is_directory, cfg.include, cfg.exclude,
+            if v is not None and v.owns(rel) and _concerns(v, rel, is_directory, cfg.include, cfg.exclude,
                                                            self.imported.get(name, frozenset())):
                 self.enqueue(Work("path", vault=name, rel=rel))
 

@@ -67,7 +67,7 @@ def imported(vault: Vault, imports: dict[str, tuple[str, ...]], exclude: tuple[s
         for importer in frontier:
             for raw in imports.get(importer, ()):
                 rel = resolve(vault, importer, raw)
-                if rel is None or rel in seen or not vault.owns(rel) or matches(rel, exclude):
+                if rel is None or rel in seen or not vault.owns(rel) or matches(vault.globbed(rel), exclude):
                     continue
                 seen.add(rel)
                 out[rel] = importer

@@ -98,8 +98,8 @@ def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
         walked[via].add(ident)
         rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
         rel_dir = "" if rel_dir == "." else rel_dir
-        dirnames[:] = sorted(d for d in dirnames if not dir_excluded(f"{rel_dir}/{d}".lstrip("/"), exclude)
-                             and vault.owns(f"{rel_dir}/{d}".lstrip("/")))
+        dirnames[:] = sorted(d for d in dirnames if vault.owns(f"{rel_dir}/{d}".lstrip("/"))
+                             and not dir_excluded(vault.globbed(f"{rel_dir}/{d}".lstrip("/")), exclude))
         for d in list(dirnames):
             sub = os.path.join(dirpath, d)
             if os.path.islink(sub) and is_under(os.path.realpath(dirpath), os.path.realpath(sub)):
@@ -110,7 +110,7 @@ def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
             linked[sub] = via or os.path.islink(sub)
         for name in filenames:
             rel = f"{rel_dir}/{name}" if rel_dir else name
-            if not is_note_path(rel, include, exclude):
+            if not is_note_path(vault.globbed(rel), include, exclude):
                 continue
             s = _stat(vault, rel, os.path.join(dirpath, name), via, include, exclude)
             if s is not None:
@@ -147,7 +147,7 @@ def _stat(vault: Vault, rel: str, full: str, via_link: bool, include: tuple[str,
         real, root = os.path.realpath(full), str(vault.root)
         if is_under(real, root):
             real_rel = os.path.relpath(real, root).replace(os.sep, "/")
-            if real_rel != rel and is_note_path(real_rel, include, exclude):
+            if real_rel != rel and is_note_path(vault.globbed(real_rel), include, exclude):
                 return None  # the same note, indexed under its real path
     if stat.S_ISDIR(st.st_mode):
         return None
