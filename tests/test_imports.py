@@ -130,3 +130,13 @@ def test_follow_imports_off_leaves_imported_files_out(env):
     assert env.sync().removed == 1 and paths(env, "gerenuk") == []
     env.overrides = {}
     assert env.sync().added == 1 and paths(env, "gerenuk") == ["AGENTS.md"]
+
+
+def test_an_import_from_outside_the_vault_is_said_once_per_read(env, caplog):
+    env.write("CLAUDE.md", "# Project\n\n@../shared/rules.md and @AGENTS.md; ask @alice\n")
+    env.write("memory/m.md", "a note that mentions @../elsewhere.md, which is no import\n")
+    with caplog.at_level("WARNING", logger="vaultmem.index"):
+        env.sync()
+        env.sync()  # not read again: nothing said again
+    said = [r.getMessage() for r in caplog.records if "outside vault" in r.getMessage()]
+    assert len(said) == 1 and "imports ../shared/rules.md, which is outside vault v: not indexed" in said[0]

@@ -55,6 +55,11 @@ def resolve(vault: Vault, importer: str, raw: str) -> str | None:
     return None if rel == "." or rel == ".." or rel.startswith("../") else rel
 
 
+def outside(vault: Vault, importer: str, raws: tuple[str, ...]) -> list[str]:
+    """Those of a note's imports that name a path outside its vault (not indexed)."""
+    return [raw for raw in raws if resolve(vault, importer, raw) is None] if reads_imports(importer) else []
+
+
 def imported(vault: Vault, imports: dict[str, tuple[str, ...]], exclude: tuple[str, ...]) -> dict[str, str]:
     """The files the vault's CLAUDE.md files import, directly or through imported files, by
     vault-relative path, each with the note that imports it first. `imports` is every note's

@@ -399,6 +399,16 @@ class VaultIndex:
                 found[s.key] = s
         return found
 
+    def _say_imports_outside(self, note: Note, s: ScannedFile) -> None:
+        """Claude Code reads a file a CLAUDE.md imports from outside the vault, and a search here
+        cannot find it: said once each time the CLAUDE.md is read."""
+        if not note.imports or not self.settings.index.follow_imports:
+            return
+        vault = next((v for v in self.vaults() if v.name == note.vault), None)
+        for raw in imports.outside(vault, note.path, note.imports) if vault is not None else ():
+            log.warning("%s imports %s, which is outside vault %s: not indexed (add its directory as a vault "
+                        "to search it)", s.abspath, raw, note.vault)
+
     def _follow_imports(self, vault: Vault, before: set[str], report: SyncReport) -> None:
         """Notes just indexed may import other files than `before` (a CLAUDE.md edited, or read
         for the first time): index the files imported now and drop those no longer imported,
@@ -533,6 +543,7 @@ class VaultIndex:
                 else:
                     for e in note.errors:
                         log.warning("%s: %s", s.abspath, e)
+                    self._say_imports_outside(note, s)
                     notes.append((note, s, digest))
                     if prev is None:
                         report.added += 1
