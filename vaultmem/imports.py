@@ -5,8 +5,8 @@ vaultmem indexes those files as notes of the vault too, whatever the include glo
 Pure path work over what the catalog keeps of each note (`Note.imports`, the paths as written,
 found by notes.find_imports): nothing here reads a note or touches the index. As in Claude Code
 a relative path is taken from the importing file's directory, `~/` from the home directory, and
-imports are followed from CLAUDE.md, CLAUDE.local.md and rule files through at most MAX_DEPTH hops. A file
-outside the vault, under an excluded path or in a nested vault is not this vault's to index.
+imports are followed from CLAUDE.md, CLAUDE.local.md and rule files through at most MAX_DEPTH
+hops. A file outside the vault, under an excluded path or in a nested vault is not this vault's.
 """
 
 from __future__ import annotations

@@ -390,11 +390,8 @@ def find_imports(body: str) -> tuple[str, ...]:
     found: list[str] = []
     in_fence: str | None = None
     for line in body.split("\n"):
-        fence = FENCE.match(line)
-        if fence:
-            in_fence = None if in_fence == fence.group(1) else (in_fence or fence.group(1))
-            continue
-        if in_fence or "@" not in line:
+        in_fence, fence = _fence(in_fence, line)
+        if in_fence or fence or "@" not in line:
             continue
         for m in IMPORT.finditer(CODE_SPAN.sub(lambda c: " " * len(c.group(0)), line)):
             path = m.group(1).replace("\\ ", " ").rstrip(".,;:!?)]}>\"'*_")
@@ -411,6 +408,15 @@ ATX = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
 FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 
 
+def _fence(open_: str | None, line: str) -> tuple[str | None, bool]:
+    """(the code fence open after `line`, given the one open before it; whether `line` is a
+    fence line). A fence closes only with the marker that opened it."""
+    fence = FENCE.match(line)
+    if not fence:
+        return open_, False
+    return (None if open_ == fence.group(1) else (open_ or fence.group(1))), True
+
+
 def chunk_body(body: str, first_line: int, title: str, max_chars: int) -> list[Chunk]:
     """Cut at ATX headings (not inside code fences); each chunk carries its heading path and
     its 1-based line range in the file. Sections longer than max_chars are split at blank
@@ -423,9 +429,7 @@ def chunk_body(body: str, first_line: int, title: str, max_chars: int) -> list[C
     in_fence: str | None = None
     path = title
     for i, line in enumerate(lines):
-        fence = FENCE.match(line)
-        if fence:
-            in_fence = None if in_fence == fence.group(1) else (in_fence or fence.group(1))
+        in_fence, fence = _fence(in_fence, line)
         m = None if in_fence or fence else ATX.match(line)
         if m:
             if current:
