@@ -575,17 +575,24 @@ def test_a_vault_that_is_a_claude_directory_has_its_rules_found(tmp_path):
     e = Env(tmp_path)
     e.vault = tmp_path / "home" / ".claude"
     e.write("CLAUDE.md", "# Mine\n\nalways answer in English\n")
-    e.write("rules/python.md", "# Python\n\nuse uv, never pip\n")
+    e.write("rules/python.md", "# Python\n\nuse uv, never pip; see @../shared/py.md\n")
+    e.write("shared/py.md", "# Shared\n\nruff, line length 100\n")  # a rule's import
     e.write("projects/-home-me-app/memory/m.md", "the app deploys on Fridays\n")
     e.write("todos/t.md", "not a note\n")
     e.write("rules/node_modules/x/README.md", "never a note\n")
-    assert e.sync().added == 3
+    assert e.sync().added == 4
     assert [h.path for h in e.query("uv pip", mode="text")] == ["rules/python.md"]
+    assert [h.imported_by for h in e.query("ruff", mode="text")] == ["rules/python.md"]
     s = e.settings()
     with VaultIndex(s, writable=True) as idx:  # the daemon's per-path update agrees
         e.write("rules/go.md", "# Go\n\ngofmt on save\n")
         e.write("todos/u.md", "still not a note\n")
         assert idx.update(s.vaults[0], {"rules/go.md", "todos/u.md"}).added == 1
+    from vaultmem.inventory import take
+    from vaultmem.usage import Usage
+    with VaultIndex(s) as idx:  # rules are instructions, asked for no topic, as in a project
+        missing = take(idx, Usage(s.state_dir), s)["findings"]["missing_topic"]
+    assert [f["note"] for f in missing] == ["v:projects/-home-me-app/memory/m.md"]
     from vaultmem.daemon import _concerns
     cfg = s.index
     assert _concerns(s.vaults[0], "rules/go.md", False, cfg.include, cfg.exclude)

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .backend import Backend
-from .config import Settings
+from .config import Settings, Vault
 from .client import STILL_INDEXING, DaemonUnavailable
 from .errors import VaultmemError
 from .imports import loaded_with_claude_md
@@ -178,7 +178,9 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
     def take(hits: list[dict]) -> None:
         for h in hits:
             key = f"{h['vault']}:{h['path']}"
-            if key in seen or loaded_with_claude_md(h["path"], h.get("imported_by")):
+            root = roots.get(h["vault"])
+            seen_as = Vault(h["vault"], Path(root)).globbed(h["path"]) if root else h["path"]
+            if key in seen or loaded_with_claude_md(seen_as, h.get("imported_by")):
                 continue
             seen.add(key)
             picked.append(h)

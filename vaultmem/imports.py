@@ -22,7 +22,8 @@ INSTRUCTION_FILES = frozenset({"claude.md", "claude.local.md", "agents.md", "mem
 
 
 def is_rule(path: str) -> bool:
-    """A rule file of Claude Code's (`.claude/rules/**/*.md`), read like a CLAUDE.md."""
+    """A rule file of Claude Code's (`.claude/rules/**/*.md`), read like a CLAUDE.md. Like the
+    helpers below, it takes the path as the globs see it (Vault.globbed)."""
     return path.startswith(".claude/rules/") or "/.claude/rules/" in path
 
 
@@ -57,14 +58,16 @@ def resolve(vault: Vault, importer: str, raw: str) -> str | None:
 
 def outside(vault: Vault, importer: str, raws: tuple[str, ...]) -> list[str]:
     """Those of a note's imports that name a path outside its vault (not indexed)."""
-    return [raw for raw in raws if resolve(vault, importer, raw) is None] if reads_imports(importer) else []
+    if not reads_imports(vault.globbed(importer)):
+        return []
+    return [raw for raw in raws if resolve(vault, importer, raw) is None]
 
 
 def imported(vault: Vault, imports: dict[str, tuple[str, ...]], exclude: tuple[str, ...]) -> dict[str, str]:
     """The files the vault's CLAUDE.md files import, directly or through imported files, by
     vault-relative path, each with the note that imports it first. `imports` is every note's
     imports as written, by path."""
-    frontier = sorted(p for p in imports if reads_imports(p))
+    frontier = sorted(p for p in imports if reads_imports(vault.globbed(p)))
     seen = set(frontier)
     out: dict[str, str] = {}
     for _ in range(MAX_DEPTH):

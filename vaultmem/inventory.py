@@ -77,9 +77,11 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
         if now - known > unretrieved_days * DAY:
             found["never_retrieved"].append({"note": r["key"], "days": int((now - known) // DAY)})
 
-    imported = {v.name: idx.imported(v) for v in idx.vaults()}
+    vaults = {v.name: v for v in idx.vaults()}
+    imported = {name: idx.imported(v) for name, v in vaults.items()}
     for r in current:
-        if loaded_with_claude_md(r["path"], imported.get(r["vault"], {}).get(r["path"])):
+        seen_as = vaults[r["vault"]].globbed(r["path"]) if r["vault"] in vaults else r["path"]
+        if loaded_with_claude_md(seen_as, imported.get(r["vault"], {}).get(r["path"])):
             continue
         if not r["topic"]:
             found["missing_topic"].append({"note": r["key"]})
