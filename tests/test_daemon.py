@@ -517,21 +517,22 @@ def test_lost_inotify_events_trigger_a_reconcile(tmp_path):
 
 
 def test_a_queue_overflow_in_a_vault_of_thousands_of_directories_settles(daemon):
-    """A .venv or node_modules in a project vault. The watch took reads too: each walk of the
-    tree (watchdog re-watching after an overflow, the reconcile that follows) raised four events
-    per directory, overflowed the kernel's queue again, and the daemon looped at 100% CPU."""
+    """Thousands of directories the vault does not exclude (a vendored tree; .venv and
+    node_modules are not watched at all). The watch took reads too: each walk of the tree
+    (watchdog re-watching after an overflow, the reconcile that follows) raised four events per
+    directory, overflowed the kernel's queue again, and the daemon looped at 100% CPU."""
     queued = int(open("/proc/sys/fs/inotify/max_queued_events").read())
     if queued > 65536:
         pytest.skip(f"max_queued_events {queued}: too many directories needed to show it")
     for i in range(queued // 4 + 500):  # one walk of these raised more events than the queue holds
-        (daemon.vault / ".venv/lib" / f"p{i // 50}" / f"m{i}").mkdir(parents=True)
+        (daemon.vault / "vendor/lib" / f"p{i // 50}" / f"m{i}").mkdir(parents=True)
     atomic_save(daemon.vault / "memory/a.md", "the aardvark digs\n")
     daemon.start()
     reconciles = lambda: daemon.log.read_text().count("reconcile (inotify queue overflowed)")  # noqa: E731
     os.kill(daemon.proc.pid, signal.SIGSTOP)  # the kernel's queue fills while the daemon is held
     try:
         for i in range(queued * 2):
-            (daemon.vault / ".venv" / f"f{i}").touch()
+            (daemon.vault / "vendor" / f"f{i}").touch()
     finally:
         os.kill(daemon.proc.pid, signal.SIGCONT)
     daemon.wait_for(reconciles, timeout=60)
@@ -544,12 +545,13 @@ def test_a_queue_overflow_in_a_vault_of_thousands_of_directories_settles(daemon)
 
 
 def test_a_package_install_in_a_vault_leaves_the_log_short(daemon):
-    """New directory trees made fast (pip or npm unpacking into the vault's .venv or
-    node_modules) made watchdog warn for each watch it added twice, each warning ~100 kB."""
+    """New directory trees made fast (pip or npm unpacking into a folder of the vault; .venv
+    and node_modules themselves are no longer watched) made watchdog warn for each watch it
+    added twice, each warning ~100 kB."""
     atomic_save(daemon.vault / "memory/a.md", "the aardvark digs\n")
     daemon.start()
     before = daemon.log.stat().st_size
-    site = daemon.vault / ".venv/lib/site-packages"
+    site = daemon.vault / "vendor/lib/site-packages"
     for i in range(300):
         for j in range(4):
             deep = site / f"pkg{i}" / f"m{j}" / "sub" / "deeper"
@@ -806,15 +808,18 @@ def test_service_install_warns_when_the_vaults_take_most_of_the_watch_limit(tmp_
     """Checked at install time, before the daemon runs short (the limit is the kernel's and
     machine-wide: the test sets what this process reads of it)."""
     import vaultmem.daemon as dmod
+    from vaultmem.config import Vault, resolve
     from vaultmem.service import watch_warning
     for i in range(5):
         (tmp_path / f"v/d{i}").mkdir(parents=True)
-    vault = [str(tmp_path / "v")]
-    assert dmod.watch_limit() is None or watch_warning(vault) is None  # 6 directories
+    for i in range(9):
+        (tmp_path / f"v/node_modules/p{i}").mkdir(parents=True)  # excluded: no watch, not counted
+    vault, exclude = [Vault("v", tmp_path / "v")], resolve({}, env={}).index.exclude
+    assert dmod.watch_limit() is None or watch_warning(vault, exclude) is None  # 6 directories
     monkeypatch.setattr(dmod, "watch_limit", lambda: 12)
-    assert watch_warning(vault) is None, "half of the limit is fine"
+    assert watch_warning(vault, exclude) is None, "half of the limit is fine"
     monkeypatch.setattr(dmod, "watch_limit", lambda: 10)
-    said = watch_warning(vault)
+    said = watch_warning(vault, exclude)
     assert "6 directories" in said and "limit is 10 " in said and "fs.inotify.max_user_watches=" in said
 
 
@@ -898,18 +903,78 @@ def test_watch_coverage_is_counted_as_the_kernel_holds_it(tmp_path):
         obs.join(5)
 
 
+def test_excluded_directories_are_not_watched_and_their_events_never_come(tmp_path):
+    """The vaults' watch prunes what the scan prunes: .git, node_modules, .venv, ... hold no
+    notes, so they take no inotify watch and a build or `git gc` in them sends the daemon
+    nothing. Directories made, or moved in, later are pruned by the same rule; a new folder of
+    notes is watched, and the notes in it are reported."""
+    from watchdog.events import FileSystemEventHandler
+    from vaultmem.config import Vault, resolve
+    from vaultmem.daemon import directories_under, inotify_watches
+    from vaultmem.watching import PRUNES, make_observer, vault_pruner
+    if not PRUNES:
+        pytest.skip("watchdog's inotify observer is not here")
+    v = tmp_path / "v"
+    for d in ("memory/a", ".git/objects/ab", "web/node_modules/left-pad/lib", ".venv/lib/site", "web/src"):
+        (v / d).mkdir(parents=True)
+    vault, exclude = Vault("v", v), resolve({}, env={}).index.exclude
+    pruned = vault_pruner(vault, exclude)
+    assert [pruned(str(v / d)) for d in ("", "memory/a", ".git", ".git/objects", "web/node_modules", "web/src")] \
+        == [False, False, True, True, True, False]
+    assert directories_under([str(v)], (), {str(v): pruned}) == 5  # v, memory, memory/a, web, web/src
+    assert directories_under([str(v)]) == 14
+
+    seen: list[str] = []
+
+    class Record(FileSystemEventHandler):
+        def on_any_event(self, event):
+            seen.append(os.path.relpath(event.src_path, v))
+
+    before = inotify_watches() or 0
+    obs = make_observer()
+    obs.schedule(Record(), str(v), recursive=True, pruned=pruned)
+    obs.start()
+
+    def settle(want_watches, want_seen=None):
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            if inotify_watches() - before == want_watches and (want_seen is None or want_seen <= set(seen)):
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"{inotify_watches() - before} watches, wanted {want_watches}; seen {seen}")
+    try:
+        settle(5)
+        (v / "web/node_modules/new/deeper").mkdir(parents=True)  # npm install
+        (v / "web/node_modules/new/deeper/index.js").write_text("x")
+        (v / ".git/objects/ab/cdef").write_text("blob")  # git
+        outside = tmp_path / "elsewhere/node_modules/pkg"
+        outside.mkdir(parents=True)
+        os.rename(tmp_path / "elsewhere/node_modules", v / "web/src/node_modules")  # moved in, excluded name
+        (v / "proj/memory/deep").mkdir(parents=True)  # a new folder of notes, made at once
+        (v / "proj/memory/deep/n.md").write_text("note")
+        settle(8, {"proj/memory/deep/n.md"})  # + proj, proj/memory, proj/memory/deep
+        time.sleep(0.3)  # anything late from the excluded directories would come by now
+        assert inotify_watches() - before == 8 == directories_under([str(v)], (), {str(v): pruned})
+        # the moved-in directory's own entry is an event in a watched directory; nothing below it
+        assert not [p for p in seen if "node_modules/" in p or ".git/" in p], seen
+        assert "web/src/node_modules" in seen
+    finally:
+        obs.stop()
+        obs.join(5)
+
+
 @contextlib.contextmanager
 def watching_in_process(tmp_path, vault):
     """A Daemon of vault `vault` with its watches on a real observer and a scheduler that is
     not started, in this process (nothing indexed, no socket): for tests of the watch itself."""
     from apscheduler.schedulers.background import BackgroundScheduler
-    from watchdog.observers import Observer
     import vaultmem.daemon as dmod
     from vaultmem.config import resolve
+    from vaultmem.watching import make_observer
     d = dmod.Daemon(resolve({"state_dir": str(tmp_path / "s"), "vaults": [f"v={vault}"]}, env={}),
                     str(tmp_path / "s.sock"))
     d.vaults = {v.name: v for v in d.settings.vaults}
-    d.observer, d.scheduler = Observer(), BackgroundScheduler()
+    d.observer, d.scheduler = make_observer(), BackgroundScheduler()
     d._schedule_watches()
     d.observer.start()
     try:
@@ -917,6 +982,16 @@ def watching_in_process(tmp_path, vault):
     finally:
         d.observer.stop()
         d.observer.join(5)
+
+
+def test_the_daemon_watches_and_counts_only_what_can_hold_notes(tmp_path):
+    """The daemon's own watch and its count of it agree with excluded directories left out."""
+    vault = tmp_path / "vault"
+    for d in ("memory", ".venv/lib/python3/site-packages/pkg", ".git/refs/heads", "src/app"):
+        (vault / d).mkdir(parents=True)
+    with watching_in_process(tmp_path, vault) as d:
+        d._check_watches(rewatch=False)
+        assert d.watch["complete"] and d.watch["directories"] == d.watch["watched"] == 4, d.watch  # root, memory, src, src/app
 
 
 def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path, monkeypatch, caplog):
@@ -932,9 +1007,9 @@ def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path
         assert d.watch["complete"] and d.watch["directories"] == 7 and d.scheduler.get_job("unwatched-reconcile") is None
         walk, walks = dmod.directories_under, []
 
-        def one_more_at_first(roots, single=()):
+        def one_more_at_first(roots, single=(), pruned=None):
             walks.append(roots)
-            return walk(roots, single) + (len(walks) == 1)
+            return walk(roots, single, pruned) + (len(walks) == 1)
         monkeypatch.setattr(dmod, "directories_under", one_more_at_first)
         with caplog.at_level("WARNING", logger="vaultmem.daemon"):
             d._check_watches()  # a directory made during the first walk and gone again: counted twice

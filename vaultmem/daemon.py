@@ -33,7 +33,6 @@ from apscheduler.schedulers.background import BackgroundScheduler
 from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, FileClosedEvent, FileCreatedEvent,
                              FileDeletedEvent, FileModifiedEvent, FileMovedEvent, FileSystemEvent,
                              FileSystemEventHandler)
-from watchdog.observers import Observer
 
 from . import __version__, inventory, ops
 from .catalog import indexed_vaults
@@ -46,6 +45,7 @@ from .links import LinkMap
 from .scan import dir_excluded, is_note_path, is_under, matches, relpath_in
 from .search import Searcher
 from .usage import Usage
+from .watching import PRUNES, make_observer, vault_pruner, walk_watched
 
 log = logging.getLogger("vaultmem.daemon")
 
@@ -207,14 +207,15 @@ def watch_limit() -> int | None:
         return None
 
 
-def directories_under(roots: list[str], single: Iterable[str] = ()) -> int:
+def directories_under(roots: list[str], single: Iterable[str] = (), pruned: dict | None = None) -> int:
     """The watches recursive inotify watches of `roots`, and watches of the `single`
     directories alone, need: one per directory, each root included, symlinked directories not
-    entered (as watchdog does). watchdog keeps one inotify instance per process, where a
+    entered (as watchdog does), the directories `pruned[root]` excludes left out (as the
+    vaults' watches do, watching.py). watchdog keeps one inotify instance per process, where a
     directory is watched once however many vaults hold it, so nested vaults count it once."""
     seen: set[str] = set()
     for root in roots:
-        seen.update(path for path, _, _ in os.walk(os.path.realpath(root)))
+        seen.update(walk_watched(os.path.realpath(root), (pruned or {}).get(root)))
     seen.update(os.path.realpath(d) for d in single)
     return len(seen)
 
@@ -433,7 +434,7 @@ class Daemon:
         self.ctx: _Context | None = None
         self.searcher: Searcher | None = None
         self.server: _Server | None = None
-        self.observer: Observer | None = None
+        self.observer: Any = None  # watching.make_observer()
         self.scheduler: BackgroundScheduler | None = None
         self._writer_thread: threading.Thread | None = None
         self._overflow = _OverflowWatch(self)
@@ -523,7 +524,7 @@ class Daemon:
         # holding the whole watch table: one `pip install` in a vault wrote 41 MB of log.
         warnings.filterwarnings("ignore", message="Callback with id .* already exists for watch",
                                 category=RuntimeWarning)
-        self.observer = Observer()
+        self.observer = make_observer()
         self._schedule_watches()
         self.observer.start()
         # the start-up reconcile runs on the writer thread, after the watch is up, so no edit
@@ -560,7 +561,8 @@ class Daemon:
         for v in self.vaults.values():
             ident = root_identity(v.root)
             if ident is not None:
-                self.observer.schedule(_Events(self, v), str(v.root), recursive=True, event_filter=WATCHED_EVENTS)
+                self.observer.schedule(_Events(self, v), str(v.root), recursive=True, event_filter=WATCHED_EVENTS,
+                                       pruned=vault_pruner(v, self.settings.index.exclude))
                 watched[v.name] = ident
             else:
                 log.warning("vault %s: %s is not a directory; not watched until it is", v.name, v.root)
@@ -671,15 +673,16 @@ class Daemon:
             log.info("all %d directories of the vaults are watched again", need)
             self.scheduler.remove_job("unwatched-reconcile")
 
-    @staticmethod
-    def _count_watches(roots: list[Vault], links: list[tuple[str, bool]] = ()) -> tuple[int, int]:
+    def _count_watches(self, roots: list[Vault], links: list[tuple[str, bool]] = ()) -> tuple[int, int]:
         """(directories, watches held), for the vaults and the watched `links` directories
         (real directory, recursive). Directories made or removed while they are counted
         (an `npm install`) can make the watch look short for a moment: a short count is taken
         again, once, after WATCH_RECOUNT_SECONDS."""
+        pruned = {str(v.root): vault_pruner(v, self.settings.index.exclude) for v in roots} if PRUNES else None
+
         def count() -> tuple[int, int]:
             need = directories_under([str(v.root) for v in roots] + [d for d, r in links if r],
-                                     [d for d, r in links if not r])
+                                     [d for d, r in links if not r], pruned)
             return need, inotify_watches() or 0  # after the walk: watchdog adds new ones as it goes
 
         need, held = count()

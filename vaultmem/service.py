@@ -15,7 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from .config import config_home, config_path_under
+from .config import Vault, config_home, config_path_under
 from .errors import ServiceError, UsageError
 
 UNIT = "vaultmem.service"
@@ -46,13 +46,16 @@ WantedBy=default.target
 """
 
 
-def watch_warning(roots: list[str]) -> str | None:
-    """A warning when the vaults' directories (one inotify watch each) take more than half of
-    the kernel's per-user watch limit, which editors and other watchers share; None if fine."""
+def watch_warning(vaults: list[Vault], exclude: tuple[str, ...]) -> str | None:
+    """A warning when the vaults' directories (one inotify watch each, excluded ones not
+    watched) take more than half of the kernel's per-user watch limit, which editors and other
+    watchers share; None if fine."""
     from .daemon import RAISE_WATCH_LIMIT, directories_under, watch_limit
+    from .watching import PRUNES, vault_pruner
 
     limit = watch_limit()
-    need = directories_under(roots)
+    roots = [str(v.root) for v in vaults]
+    need = directories_under(roots, (), {str(v.root): vault_pruner(v, exclude) for v in vaults} if PRUNES else None)
     if limit is None or need <= limit // 2:
         return None
     return (f"warning: the vaults have {need:,} directories, one inotify watch each, and the limit is "
@@ -141,7 +144,7 @@ def run(args, settings) -> int:
         os.fsync(f.fileno())
     os.replace(tmp, target)
     print(f"{'wrote' if before is None else 'unchanged' if before == text else 'replaced'} {target}")
-    warning = watch_warning([str(v.root) for v in settings.vaults if v.root.is_dir()])
+    warning = watch_warning([v for v in settings.vaults if v.root.is_dir()], settings.index.exclude)
     if warning:
         print(warning, file=sys.stderr)
     if args.enable:
