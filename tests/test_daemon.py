@@ -994,6 +994,25 @@ def test_the_daemon_watches_and_counts_only_what_can_hold_notes(tmp_path):
         assert d.watch["complete"] and d.watch["directories"] == d.watch["watched"] == 4, d.watch  # root, memory, src, src/app
 
 
+def test_a_symlinked_folder_of_notes_is_watched_without_its_excluded_directories(tmp_path):
+    """`memory -> ~/notes`, a git checkout: its .git takes no watch either."""
+    notes = tmp_path / "notes"
+    for d in (".git/objects/ab", ".git/refs/heads", "2026"):
+        (notes / d).mkdir(parents=True)
+    (notes / "a.md").write_text("a note\n")
+    vault = tmp_path / "vault"
+    (vault / "proj").mkdir(parents=True)
+    (vault / "proj/memory").symlink_to(notes)
+    with watching_in_process(tmp_path, vault) as d:
+        d.links.reset(d.vaults["v"], ["proj/memory/a.md"])
+        d._watch_links()
+        assert list(d._link_watches) == [(str(notes), True)]
+        assert d._linked_dir_excluded(str(notes / ".git")) and not d._linked_dir_excluded(str(notes / "2026"))
+        d._check_watches(rewatch=False)
+        # the vault, proj; notes, notes/2026
+        assert d.watch["complete"] and d.watch["directories"] == d.watch["watched"] == 4, d.watch
+
+
 def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path, monkeypatch, caplog):
     """At the kernel's inotify watch limit watchdog skips subdirectories without a word. The
     limit is per user and machine-wide, so the test does not reach it: it makes the count of

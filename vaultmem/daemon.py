@@ -605,7 +605,8 @@ class Daemon:
                     continue
                 try:
                     self._link_watches[spec] = self.observer.schedule(
-                        _LinkEvents(self), spec[0], recursive=spec[1], event_filter=WATCHED_EVENTS)
+                        _LinkEvents(self), spec[0], recursive=spec[1], event_filter=WATCHED_EVENTS,
+                        pruned=self._linked_dir_excluded if spec[1] else None)
                 except OSError as err:
                     log.warning("cannot watch %s, where symlinked notes live (%s): their edits are found by the "
                                 "periodic reconcile", spec[0], err)
@@ -619,6 +620,14 @@ class Daemon:
             self._links_unwatched = unwatched
             if self.watch is not None:
                 self.watch.update(self._link_watch_status())
+
+    def _linked_dir_excluded(self, path: str) -> bool:
+        """Whether a directory below a symlinked folder of notes (`memory -> ~/notes`, a git
+        checkout) is excluded at every place it appears in the vaults: its watch prunes it, as
+        a vault's own watch prunes the vault's excluded directories."""
+        places, exclude = self.links.notes_at(path), self.settings.index.exclude
+        return bool(places) and all(name in self.vaults and dir_excluded(self.vaults[name].globbed(rel), exclude)
+                                    for name, rel in places)
 
     def _link_watch_status(self) -> dict[str, int]:
         return {"outside": len(self._link_watches), "outside_unwatched": self._links_unwatched}
@@ -678,7 +687,10 @@ class Daemon:
         (real directory, recursive). Directories made or removed while they are counted
         (an `npm install`) can make the watch look short for a moment: a short count is taken
         again, once, after WATCH_RECOUNT_SECONDS."""
-        pruned = {str(v.root): vault_pruner(v, self.settings.index.exclude) for v in roots} if PRUNES else None
+        pruned = None
+        if PRUNES:
+            pruned = {d: self._linked_dir_excluded for d, r in links if r}
+            pruned.update({str(v.root): vault_pruner(v, self.settings.index.exclude) for v in roots})
 
         def count() -> tuple[int, int]:
             need = directories_under([str(v.root) for v in roots] + [d for d, r in links if r],
