@@ -915,14 +915,15 @@ def test_excluded_directories_are_not_watched_and_their_events_never_come(tmp_pa
     if not PRUNES:
         pytest.skip("watchdog's inotify observer is not here")
     v = tmp_path / "v"
-    for d in ("memory/a", ".git/objects/ab", "web/node_modules/left-pad/lib", ".venv/lib/site", "web/src"):
+    for d in ("memory/a", ".git/objects/ab", "web/node_modules/left-pad/lib", ".venv/lib/site", "web/src",
+              ".mypy_cache/3.11/pkg", "py/venv/lib"):
         (v / d).mkdir(parents=True)
     vault, exclude = Vault("v", v), resolve({}, env={}).index.exclude
     pruned = vault_pruner(vault, exclude)
     assert [pruned(str(v / d)) for d in ("", "memory/a", ".git", ".git/objects", "web/node_modules", "web/src")] \
         == [False, False, True, True, True, False]
-    assert directories_under([str(v)], (), {str(v): pruned}) == 5  # v, memory, memory/a, web, web/src
-    assert directories_under([str(v)]) == 14
+    assert directories_under([str(v)], (), {str(v): pruned}) == 6  # v, memory, memory/a, web, web/src, py
+    assert directories_under([str(v)]) == 20
 
     seen: list[str] = []
 
@@ -943,7 +944,7 @@ def test_excluded_directories_are_not_watched_and_their_events_never_come(tmp_pa
             time.sleep(0.02)
         raise AssertionError(f"{inotify_watches() - before} watches, wanted {want_watches}; seen {seen}")
     try:
-        settle(5)
+        settle(6)
         (v / "web/node_modules/new/deeper").mkdir(parents=True)  # npm install
         (v / "web/node_modules/new/deeper/index.js").write_text("x")
         (v / ".git/objects/ab/cdef").write_text("blob")  # git
@@ -952,9 +953,9 @@ def test_excluded_directories_are_not_watched_and_their_events_never_come(tmp_pa
         os.rename(tmp_path / "elsewhere/node_modules", v / "web/src/node_modules")  # moved in, excluded name
         (v / "proj/memory/deep").mkdir(parents=True)  # a new folder of notes, made at once
         (v / "proj/memory/deep/n.md").write_text("note")
-        settle(8, {"proj/memory/deep/n.md"})  # + proj, proj/memory, proj/memory/deep
+        settle(9, {"proj/memory/deep/n.md"})  # + proj, proj/memory, proj/memory/deep
         time.sleep(0.3)  # anything late from the excluded directories would come by now
-        assert inotify_watches() - before == 8 == directories_under([str(v)], (), {str(v): pruned})
+        assert inotify_watches() - before == 9 == directories_under([str(v)], (), {str(v): pruned})
         # the moved-in directory's own entry is an event in a watched directory; nothing below it
         assert not [p for p in seen if "node_modules/" in p or ".git/" in p], seen
         assert "web/src/node_modules" in seen

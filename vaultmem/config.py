@@ -26,7 +26,9 @@ DEFAULTS: dict[str, Any] = {
     "index": {
         "include": ["**/CLAUDE.md", "**/CLAUDE.local.md", "**/.claude/rules/**/*.md", "**/memory/**/*.md"],
         "exclude": [
-            "**/.git/**", "**/node_modules/**", "**/.venv/**", "**/__pycache__/**",
+            "**/.git/**", "**/node_modules/**", "**/.venv/**", "**/venv/**", "**/site-packages/**",
+            "**/__pycache__/**", "**/.tox/**", "**/.nox/**", "**/.mypy_cache/**", "**/.pytest_cache/**",
+            "**/.ruff_cache/**", "**/.hypothesis/**", "**/.gradle/**", "**/.next/**", "**/.terraform/**",
             "**/.obsidian/**", "**/.trash/**",
             "**/.*.swp", "**/.*.swx", "**/*~", "**/.#*", "**/*.tmp", "**/4913",
         ],
