@@ -964,6 +964,24 @@ def test_excluded_directories_are_not_watched_and_their_events_never_come(tmp_pa
         obs.join(5)
 
 
+def test_a_folder_moved_to_an_excluded_trash_and_back_is_followed(daemon):
+    """Obsidian deletes to .trash/ (excluded, so not watched from the start): a folder of notes
+    restored from it is indexed at once and its notes edited, and trashed again it is gone."""
+    v = daemon.vault
+    atomic_save(v / ".trash/sub/memory/n.md", "the okapi in the trash\n")
+    atomic_save(v / "memory/a.md", "the aardvark\n")
+    daemon.start()
+    assert daemon.paths("okapi") == []
+    os.rename(v / ".trash/sub", v / "sub")
+    daemon.wait_for(lambda: daemon.paths("okapi") == ["sub/memory/n.md"])
+    atomic_save(v / "sub/memory/n.md", "the okapi and the quagga\n")
+    daemon.wait_for(lambda: daemon.paths("quagga") == ["sub/memory/n.md"])
+    os.rename(v / "sub", v / ".trash/sub")
+    daemon.wait_for(lambda: daemon.paths("okapi") == [])
+    os.rename(v / ".trash/sub", v / "sub")
+    daemon.wait_for(lambda: daemon.paths("okapi") == ["sub/memory/n.md"])
+
+
 @contextlib.contextmanager
 def watching_in_process(tmp_path, vault):
     """A Daemon of vault `vault` with its watches on a real observer and a scheduler that is
