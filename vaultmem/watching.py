@@ -2,19 +2,19 @@
 enters a directory the vault excludes (`.git`, `node_modules`, `.venv`, ...).
 
 watchdog watches every directory below a root, one inotify watch each, and reports every
-event in them. In a project vault most directories are ones no note can be in: /work/main
-has 1,147 directories, 951 of them in `.venv`. Each takes a watch from the per-user limit
-that every editor and watcher shares, and a `pip install`, `npm install` or `git gc` there
-floods the daemon with events it only throws away (and overflows the kernel's queue, which
-costs a full reconcile). The scan prunes excluded directories (scan.dir_excluded); the watch
+event in them. In a project vault most directories are ones no note can be in: this
+repository's working tree has 1,120, 951 of them in `.venv`. Each takes a watch from the
+per-user limit that every editor and watcher shares, and a `pip install`, `npm install` or
+`git gc` there floods the daemon with events it only throws away (and overflows the
+kernel's queue, which costs a full reconcile). The scan prunes excluded directories (scan.dir_excluded); the watch
 now prunes the same ones, so what is watched is what can hold notes.
 
 Nothing here decides what is a note or reads one. It reaches into watchdog's inotify classes
 (7.1: InotifyWatchGroup's two directory walks, InotifyEmitter's start and its report of a
-directory moved in); where they are
-not as expected (another platform, another version), `make_observer` returns watchdog's own
-observer, which watches everything as before: pruning saves watches and events, and
-correctness never depends on it (events in excluded directories are dropped anyway).
+directory moved in); where they are not as expected (another platform, another version),
+`make_observer` returns watchdog's own observer, which watches everything as before: pruning
+saves watches and events, and correctness never depends on it (events in excluded
+directories are dropped anyway).
 """
 
 from __future__ import annotations
