@@ -903,6 +903,7 @@ def test_watch_coverage_is_counted_as_the_kernel_holds_it(tmp_path):
         obs.join(5)
 
 
+@pytest.mark.filterwarnings("ignore:Callback with id .* already exists for watch")  # as the daemon does
 def test_excluded_directories_are_not_watched_and_their_events_never_come(tmp_path):
     """The vaults' watch prunes what the scan prunes: .git, node_modules, .venv, ... hold no
     notes, so they take no inotify watch and a build or `git gc` in them sends the daemon
