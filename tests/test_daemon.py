@@ -960,6 +960,11 @@ def test_excluded_directories_are_not_watched_and_their_events_never_come(tmp_pa
         # the moved-in directory's own entry is an event in a watched directory; nothing below it
         assert not [p for p in seen if "node_modules/" in p or ".git/" in p], seen
         assert "web/src/node_modules" in seen
+        # a watched folder renamed in place to an excluded name (`mv vendor node_modules`): the
+        # move is reported, and its watch is dropped as if it had always been there
+        os.rename(v / "memory/a", v / "memory/node_modules")
+        settle(8, {"memory/a"})
+        assert inotify_watches() - before == 8 == directories_under([str(v)], (), {str(v): pruned})
     finally:
         obs.stop()
         obs.join(5)

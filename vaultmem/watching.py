@@ -10,11 +10,11 @@ kernel's queue, which costs a full reconcile). The scan prunes excluded director
 now prunes the same ones, so what is watched is what can hold notes.
 
 Nothing here decides what is a note or reads one. It reaches into watchdog's inotify classes
-(7.1: InotifyWatchGroup's two directory walks, InotifyEmitter's start and its report of a
-directory moved in); where they are not as expected (another platform, another version),
-`make_observer` returns watchdog's own observer, which watches everything as before: pruning
-saves watches and events, and correctness never depends on it (events in excluded
-directories are dropped anyway).
+(7.1: InotifyWatchGroup's two directory walks and its move of watches, InotifyEmitter's start
+and its report of a directory moved in); where they are not as expected (another platform,
+another version), `make_observer` returns watchdog's own observer, which watches everything
+as before: pruning saves watches and events, and correctness never depends on it (events in
+excluded directories are dropped anyway).
 """
 
 from __future__ import annotations
@@ -36,7 +36,8 @@ try:
     from watchdog.observers.inotify_c import InotifyConstants, InotifyEvent, Mask
     from watchdog.observers.inotify_move_event_grouper import PathedInotifyEvent
     PRUNES = all(callable(getattr(InotifyWatchGroup, name, None))
-                 for name in ("_add_all_callbacks", "_recursive_simulate", "_add_callback")) \
+                 for name in ("_add_all_callbacks", "_recursive_simulate", "_add_callback", "_move_watches",
+                              "_remove_callbacks")) \
         and all(callable(getattr(InotifyEmitter, name, None))
                 for name in ("on_thread_start", "build_and_queue_event", "_decode_path"))
 except ImportError:  # not Linux
@@ -76,8 +77,9 @@ class _PlainObserver(Observer):  # type: ignore[misc,valid-type]
 if PRUNES:
     @dataclass
     class _PrunedGroup(InotifyWatchGroup):
-        """watchdog 7.1's InotifyWatchGroup with its two walks pruned; each mirrors the
-        original line for line apart from the pruning (marked)."""
+        """watchdog 7.1's InotifyWatchGroup with its two walks pruned (each mirrors the
+        original line for line apart from the pruning, marked) and its move of watches
+        followed by the pruning."""
 
         pruned: Pruned = field(default=lambda path: False)
 
@@ -97,6 +99,19 @@ if PRUNES:
                         if not self.follow_symlink and os.path.islink(full_path):
                             continue
                         self._add_callback(full_path)
+
+        def _move_watches(self, move_src_path: bytes, move_dst_path: bytes) -> bool:
+            """As watchdog's; and a watched directory renamed within the watch to an excluded
+            name (`mv vendor node_modules`) has its watches dropped, as if it had been there
+            from the start. The move itself is still reported (its notes leave the index). A
+            directory moved into one that is not watched (Obsidian's .trash/) never gets here:
+            inotify tells only that it left, and its watches stay until the next rewatch."""
+            moved = super()._move_watches(move_src_path, move_dst_path)
+            if moved and self._prune(move_dst_path):
+                below = move_dst_path + os.sep.encode()
+                self._remove_callbacks([wd for path, wd in self._active_callbacks_by_path.items()
+                                        if path == move_dst_path or path.startswith(below)])
+            return moved
 
         def _recursive_simulate(self, src_path: bytes) -> list:
             if self._prune(src_path):  # pruned: nothing below it is watched, nothing to report
