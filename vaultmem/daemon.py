@@ -45,7 +45,7 @@ from .links import LinkMap
 from .scan import dir_excluded, is_note_path, is_under, matches, relpath_in
 from .search import Searcher
 from .usage import Usage
-from .watching import PRUNES, make_observer, vault_pruner, walk_watched
+from .watching import PRUNES, make_observer, vault_pruner, vault_pruners, walk_watched
 
 log = logging.getLogger("vaultmem.daemon")
 
@@ -242,8 +242,8 @@ def _concerns(vault: Vault, rel: str, is_directory: bool, include: tuple[str, ..
     """Whether an event at vault path `rel` is the writer's to look at: a directory not
     excluded (its notes), a note path, or a file a CLAUDE.md imports."""
     if is_directory:
-        return not dir_excluded(vault.globbed(rel), exclude)
-    return is_note_path(vault.globbed(rel), include, exclude) or rel in imported
+        return not dir_excluded(vault, rel, exclude)
+    return is_note_path(vault, rel, include, exclude) or rel in imported
 
 
 class _Events(FileSystemEventHandler):
@@ -626,7 +626,7 @@ class Daemon:
         checkout) is excluded at every place it appears in the vaults: its watch prunes it, as
         a vault's own watch prunes the vault's excluded directories."""
         places, exclude = self.links.notes_at(path), self.settings.index.exclude
-        return bool(places) and all(name in self.vaults and dir_excluded(self.vaults[name].globbed(rel), exclude)
+        return bool(places) and all(name in self.vaults and dir_excluded(self.vaults[name], rel, exclude)
                                     for name, rel in places)
 
     def _link_watch_status(self) -> dict[str, int]:
@@ -687,10 +687,8 @@ class Daemon:
         (real directory, recursive). Directories made or removed while they are counted
         (an `npm install`) can make the watch look short for a moment: a short count is taken
         again, once, after WATCH_RECOUNT_SECONDS."""
-        pruned = None
-        if PRUNES:
-            pruned = {d: self._linked_dir_excluded for d, r in links if r}
-            pruned.update({str(v.root): vault_pruner(v, self.settings.index.exclude) for v in roots})
+        pruned = {d: self._linked_dir_excluded for d, r in links if r} if PRUNES else {}
+        pruned.update(vault_pruners(roots, self.settings.index.exclude))
 
         def count() -> tuple[int, int]:
             need = directories_under([str(v.root) for v in roots] + [d for d, r in links if r],

@@ -369,7 +369,7 @@ class VaultIndex:
             full = os.path.join(str(vault.root), rel)
             if os.path.isdir(full):
                 scanned.update(self._note_files(vault, {p for p in imported if is_under(p, rel)}, under=rel))
-            elif (is_note_path(vault.globbed(rel), cfg.include, cfg.exclude) or rel in imported) and vault.owns(rel):
+            elif (is_note_path(vault, rel, cfg.include, cfg.exclude) or rel in imported) and vault.owns(rel):
                 s = stat_file(vault, rel, cfg.include, cfg.exclude)
                 if s is not None:
                     scanned[s.key] = s

@@ -147,7 +147,7 @@ def remember(ctx: Context, req: dict) -> dict:
             raise UsageError(f"memory dir {subdir!r} must be a path inside the vault")
         probe = (rel_dir / "x.md").as_posix()
         cfg = ctx.settings.index
-        if not is_note_path(vault.globbed(probe), cfg.include, cfg.exclude):
+        if not is_note_path(vault, probe, cfg.include, cfg.exclude):
             raise UsageError(f"notes written to {subdir}/ would not be indexed (see [index] include)")
         before = idx.catalog.topic_notes(topic, vault.name, current_only=True)
         when = dt.datetime.now().astimezone().replace(microsecond=0)

@@ -64,13 +64,16 @@ def matches(path: str, patterns: tuple[str, ...]) -> bool:
     return any(glob_regex(p).match(path) for p in patterns)
 
 
-def is_note_path(path: str, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:
+def is_note_path(vault: Vault, rel: str, include: tuple[str, ...], exclude: tuple[str, ...]) -> bool:
+    """Whether the globs make vault path `rel` a note path (seen as Vault.globbed shows it)."""
+    path = vault.globbed(rel)
     return matches(path, include) and not matches(path, exclude)
 
 
-def dir_excluded(relpath: str, exclude: tuple[str, ...]) -> bool:
-    # a directory is pruned when any path under it would be excluded by a `dir/**` pattern
-    return matches(relpath + "/x", tuple(p for p in exclude if p.endswith("/**")))
+def dir_excluded(vault: Vault, rel: str, exclude: tuple[str, ...]) -> bool:
+    """Whether vault directory `rel` is pruned (neither walked nor watched): any path under it
+    would be excluded by a `dir/**` pattern."""
+    return matches(vault.globbed(rel) + "/x", tuple(p for p in exclude if p.endswith("/**")))
 
 
 def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
@@ -99,7 +102,7 @@ def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
         rel_dir = os.path.relpath(dirpath, root).replace(os.sep, "/")
         rel_dir = "" if rel_dir == "." else rel_dir
         dirnames[:] = sorted(d for d in dirnames if vault.owns(f"{rel_dir}/{d}".lstrip("/"))
-                             and not dir_excluded(vault.globbed(f"{rel_dir}/{d}".lstrip("/")), exclude))
+                             and not dir_excluded(vault, f"{rel_dir}/{d}".lstrip("/"), exclude))
         for d in list(dirnames):
             sub = os.path.join(dirpath, d)
             if os.path.islink(sub) and is_under(os.path.realpath(dirpath), os.path.realpath(sub)):
@@ -110,7 +113,7 @@ def scan_vault(vault: Vault, include: tuple[str, ...], exclude: tuple[str, ...],
             linked[sub] = via or os.path.islink(sub)
         for name in filenames:
             rel = f"{rel_dir}/{name}" if rel_dir else name
-            if not is_note_path(vault.globbed(rel), include, exclude):
+            if not is_note_path(vault, rel, include, exclude):
                 continue
             s = _stat(vault, rel, os.path.join(dirpath, name), via, include, exclude)
             if s is not None:
@@ -147,7 +150,7 @@ def _stat(vault: Vault, rel: str, full: str, via_link: bool, include: tuple[str,
         real, root = os.path.realpath(full), str(vault.root)
         if is_under(real, root):
             real_rel = os.path.relpath(real, root).replace(os.sep, "/")
-            if real_rel != rel and is_note_path(vault.globbed(real_rel), include, exclude):
+            if real_rel != rel and is_note_path(vault, real_rel, include, exclude):
                 return None  # the same note, indexed under its real path
     if stat.S_ISDIR(st.st_mode):
         return None

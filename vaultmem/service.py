@@ -51,11 +51,10 @@ def watch_warning(vaults: list[Vault], exclude: tuple[str, ...]) -> str | None:
     watched) take more than half of the kernel's per-user watch limit, which editors and other
     watchers share; None if fine."""
     from .daemon import RAISE_WATCH_LIMIT, directories_under, watch_limit
-    from .watching import PRUNES, vault_pruner
+    from .watching import vault_pruners
 
     limit = watch_limit()
-    roots = [str(v.root) for v in vaults]
-    need = directories_under(roots, (), {str(v.root): vault_pruner(v, exclude) for v in vaults} if PRUNES else None)
+    need = directories_under([str(v.root) for v in vaults], (), vault_pruners(vaults, exclude))
     if limit is None or need <= limit // 2:
         return None
     return (f"warning: the vaults have {need:,} directories, one inotify watch each, and the limit is "

@@ -50,8 +50,14 @@ def vault_pruner(vault: Vault, exclude: tuple[str, ...]) -> Pruned:
 
     def pruned(path: str) -> bool:
         rel = os.path.relpath(path, root).replace(os.sep, "/")
-        return rel != "." and not rel.startswith("../") and dir_excluded(vault.globbed(rel), exclude)
+        return rel != "." and not rel.startswith("../") and dir_excluded(vault, rel, exclude)
     return pruned
+
+
+def vault_pruners(vaults, exclude: tuple[str, ...]) -> dict[str, Pruned]:
+    """{root: pruner} for these vaults' watches, as `directories_under` counts them; empty
+    where watchdog's own observer watches everything (no pruning here)."""
+    return {str(v.root): vault_pruner(v, exclude) for v in vaults} if PRUNES else {}
 
 
 def walk_watched(root: str, pruned: Pruned | None = None):
