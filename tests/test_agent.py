@@ -106,6 +106,30 @@ def test_mcp_without_a_daemon_answers_in_process_and_says_so(tmp_path):
         assert not any(line.startswith(" ") for line in t.description.splitlines()), t.name
 
 
+def test_mcp_answers_every_request_read_before_its_input_ended(tmp_path):
+    """`printf '...' | vaultmem mcp`: the input ends long before an in-process recall is done
+    (the model loads first). The SDK alone cancelled it and answered only `initialize`."""
+    vault = tmp_path / "vault"
+    (vault / "memory").mkdir(parents=True)
+    (vault / "memory/a.md").write_text(note("capybara", "the capybara note\n", tags="x"))
+    assert run_cli("index", "--vault", f"v={vault}", "--state-dir", str(tmp_path / "st")).returncode == 0
+    sent = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "printf", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "recall", "arguments": {"query": "capybara"}}},
+        {"jsonrpc": "2.0", "id": "three", "method": "tools/list"},
+        {"jsonrpc": "2.0", "id": 4, "method": "no/such/method"},
+    ]
+    r = run_cli("mcp", "--state-dir", str(tmp_path / "st"), input="".join(json.dumps(m) + "\n" for m in sent))
+    assert r.returncode == 0, r.stderr
+    got = {m["id"]: m for m in map(json.loads, r.stdout.splitlines())}
+    assert set(got) == {1, 2, "three", 4}, r.stdout[:500]
+    assert got[2]["result"]["structuredContent"]["hits"][0]["file"] == str(vault / "memory/a.md")
+    assert "recall" in {t["name"] for t in got["three"]["result"]["tools"]}
+    assert "error" in got[4]
+
+
 # ------------------------------------------------------------------ the session-start hook
 
 

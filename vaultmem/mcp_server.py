@@ -1,7 +1,8 @@
 """`vaultmem mcp`: an MCP server over stdio (the official `mcp` SDK) for agents. A thin client:
 each tool call goes to the daemon over its socket; with no daemon it answers from the index in
 this process, says so in the answer, and closes the index again (so it never holds the writer
-lock a daemon starting later would need). Every answer is bounded (agent.py).
+lock a daemon starting later would need). Every answer is bounded (agent.py). When stdin ends,
+every request read before is answered before the server exits (answers_before_eof).
 
 Tools: recall, remember, forget (retires; agents never delete files), feedback, inventory,
 status. Their descriptions are written for the model that reads them.
@@ -9,9 +10,13 @@ status. Their descriptions are written for the model that reads them.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
+import json
 import os
-from typing import Any
+import sys
+import threading
+from typing import Any, Iterator
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -29,6 +34,7 @@ structure, which library or API version to use), and when the user refers to som
 before. Call `remember` when you learn a fact worth keeping for the next session: a decision, a
 correction from the user, a gotcha. Only current versions of facts are returned unless asked."""
 
+DRAIN_SECONDS = 60.0  # at the end of input, how long requests already read may take to answer
 INVENTORY_ITEMS = 5  # findings shown per section
 LIST_ITEMS = 20  # notes listed in one answer
 
@@ -156,5 +162,101 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
 
 
 def run(settings: Settings, socket: str | None = None, explicit_state_dir: bool = False) -> int:
-    build(settings, socket, explicit_state_dir).run("stdio")
+    server = build(settings, socket, explicit_state_dir)
+    with answers_before_eof():
+        server.run("stdio")
     return 0
+
+
+def _messages(line: bytes) -> list[dict]:
+    """The JSON-RPC messages on one line (an object, or a batch); none if it is not JSON."""
+    try:
+        got = json.loads(line)
+    except ValueError:
+        return []
+    return [m for m in (got if isinstance(got, list) else [got]) if isinstance(m, dict)]
+
+
+@contextlib.contextmanager
+def answers_before_eof(drain_seconds: float = DRAIN_SECONDS) -> Iterator[None]:
+    """Answer every request already read before the server sees the end of its input.
+
+    The SDK cancels the requests in flight when stdin closes, so `printf '...' | vaultmem mcp`
+    got the answer to `initialize` and nothing else: a recall without a daemon takes a second.
+    Here the server reads stdin and writes stdout through two pipes that threads relay; the
+    relays note each request's id as it goes in and its answer as it comes out, and the end of
+    input is passed on only when nothing is left unanswered (or after `drain_seconds`). A
+    client's `notifications/cancelled` takes its request off the list. The relays see only
+    newline-delimited JSON-RPC, the stdio framing the protocol fixes, not the SDK's internals."""
+    sys.stdout.flush()
+    real_in, real_out = os.dup(0), os.dup(1)
+    in_r, in_w = os.pipe()
+    out_r, out_w = os.pipe()
+    os.dup2(in_r, 0)
+    os.dup2(out_w, 1)
+    os.close(in_r)
+    # the SDK keeps its copy of fd 1 open for good, so the stdout relay never sees the end of
+    # its pipe: it stops at a line no JSON can be, written after the server has returned
+    end = b"\0vaultmem-end-" + os.urandom(8).hex().encode() + b"\n"
+    pending: set = set()
+    settled = threading.Condition()
+
+    def relay_in() -> None:
+        try:
+            with open(real_in, "rb", closefd=False) as src:
+                for line in src:
+                    with settled:
+                        for m in _messages(line):
+                            if "method" in m and m.get("id") is not None:
+                                pending.add(_key(m["id"]))
+                            elif m.get("method") == "notifications/cancelled":
+                                pending.discard(_key((m.get("params") or {}).get("requestId")))
+                    _write_all(in_w, line)
+            with settled:
+                settled.wait_for(lambda: not pending, timeout=drain_seconds)
+        except OSError:
+            pass  # the server is gone (a broken pipe): nothing left to pass on
+        finally:
+            os.close(in_w)
+
+    def relay_out() -> None:
+        client_gone = False
+        with open(out_r, "rb") as src:
+            for line in src:
+                if line == end:
+                    break
+                if not client_gone:
+                    try:
+                        _write_all(real_out, line)
+                    except OSError:
+                        client_gone = True  # keep reading, so the server never blocks on a full pipe
+                with settled:
+                    for m in _messages(line):
+                        if "method" not in m and ("result" in m or "error" in m):
+                            pending.discard(_key(m.get("id")))
+                    settled.notify_all()
+
+    reader = threading.Thread(target=relay_in, name="mcp-stdin", daemon=True)
+    writer = threading.Thread(target=relay_out, name="mcp-stdout", daemon=True)
+    reader.start()
+    writer.start()
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        _write_all(out_w, end)  # after all the server wrote: a pipe keeps the order of writes
+        writer.join(timeout=10)
+        os.close(out_w)
+        os.dup2(real_out, 1)
+        os.dup2(real_in, 0)
+        os.close(real_out)
+
+
+def _key(request_id: Any) -> str:
+    return json.dumps(request_id)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
