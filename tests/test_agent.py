@@ -280,6 +280,20 @@ def test_hook_install_keeps_the_settings_file_and_is_idempotent(tmp_path):
     assert bad.returncode == 2 and settings.read_text() == "{broken"
 
 
+def test_hook_install_goes_where_claude_code_reads_its_settings(tmp_path):
+    """With `CLAUDE_CONFIG_DIR` set, Claude Code reads the settings there, not in ~/.claude: a
+    hook installed in ~/.claude/settings.json would never run."""
+    home, moved = tmp_path / "home", tmp_path / "config" / "claude"
+    home.mkdir()
+    r = run_cli("hook", "install", env={"HOME": str(home), "CLAUDE_CONFIG_DIR": str(moved)})
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"added the session-start hook to {moved / 'settings.json'}"
+    assert json.loads((moved / "settings.json").read_text())["hooks"]["SessionStart"]
+    assert not (home / ".claude").exists()
+    r = run_cli("hook", "install", env={"HOME": str(home)})
+    assert r.returncode == 0 and (home / ".claude/settings.json").is_file(), r.stderr
+
+
 def test_hook_install_changes_no_byte_of_a_hand_kept_settings_file_and_follows_its_symlink(tmp_path):
     """A dotfiles checkout links ~/.claude/settings.json to a file kept by hand (four spaces,
     lists on one line, 0644): the link stays a link, every byte of the file stays, the hook is

@@ -568,6 +568,35 @@ def test_damaged_usage_records_are_never_moved_and_the_message_says_how(env):
     assert usage.read_bytes().startswith(b"\x13not sqlite"), "left as it was"
 
 
+def test_claude_codes_directory_by_another_name_has_its_rules_found(tmp_path, monkeypatch):
+    """A dotfiles link (`~/.claude -> ~/dotfiles/claude`) or `$CLAUDE_CONFIG_DIR` gives Claude
+    Code's directory another name: its rules are found as in a `~/.claude`. The same folders in
+    a vault that is not Claude Code's directory stay no notes."""
+    from conftest import Env
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+
+    def rules_found(root: Path, vault: Path) -> list[str]:
+        e = Env(root)
+        e.vault = vault
+        e.write("CLAUDE.md", "# Mine\n\nalways answer in English\n")
+        e.write("rules/python.md", "# Python\n\nuse uv, never pip\n")
+        e.sync()
+        return [h.path for h in e.query("uv pip", mode="text")]
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "dotfiles" / "claude").mkdir(parents=True)
+    (home / ".claude").symlink_to(tmp_path / "dotfiles" / "claude")
+    assert rules_found(tmp_path / "a", home / ".claude") == ["rules/python.md"]  # --vault ~/.claude
+    (tmp_path / "b").mkdir()
+    monkeypatch.setenv("CLAUDE_CONFIG_DIR", str(tmp_path / "config" / "claude-work"))
+    assert rules_found(tmp_path / "b", tmp_path / "config" / "claude-work") == ["rules/python.md"]
+    (tmp_path / "c").mkdir()
+    assert rules_found(tmp_path / "c", tmp_path / "notes") == [], "not Claude Code's: rules/ is no note path"
+
+
 def test_a_vault_that_is_a_claude_directory_has_its_rules_found(tmp_path):
     """`~/.claude` as a vault: the user's rules are `rules/*.md` there, which the default globs
     find as `.claude/rules/` (a project's `rules/` folder stays no note path)."""

@@ -244,14 +244,14 @@ def build_parser() -> argparse.ArgumentParser:
                                    "the session's context. It never fails a session: on any error it prints "
                                    "nothing and exits 0. install: add that hook to a Claude Code settings file.",
                        epilog="examples:\n  vaultmem hook session-start --budget 800\n"
-                              "  vaultmem hook install              # ~/.claude/settings.json\n"
+                              "  vaultmem hook install              # ~/.claude/settings.json, or in $CLAUDE_CONFIG_DIR\n"
                               "  vaultmem hook install --settings .claude/settings.json",
                        formatter_class=_Help)
     p.add_argument("action", choices=["session-start", "install", "print"],
                    help="session-start: print the digest; install: add the hook; print: show the settings entry")
     p.add_argument("--budget", type=int, metavar="TOKENS", help="size of the digest (default 1500 tokens)")
     p.add_argument("--cwd", metavar="DIR", help="the project directory (default: from stdin JSON, else here)")
-    p.add_argument("--settings", metavar="FILE", help="install: the settings file (default ~/.claude/settings.json)")
+    p.add_argument("--settings", metavar="FILE", help="install: the settings file (default settings.json in $CLAUDE_CONFIG_DIR, else in ~/.claude)")
     _common(p)
     _client(p)
 
@@ -707,7 +707,9 @@ def cmd_hook(args: argparse.Namespace) -> int:
         print(json.dumps({"hooks": {"SessionStart": [agent.hook_entry(command)]}}, indent=2))
         return 0
     if args.action == "install":
-        target = Path(os.path.expanduser(args.settings or "~/.claude/settings.json"))
+        from .config import claude_home
+
+        target = Path(os.path.expanduser(args.settings)) if args.settings else claude_home() / "settings.json"
         added = agent.install_hook(target, command)
         print(f"{'added the session-start hook to' if added else 'the hook is already in'} {target}")
         return 0

@@ -1,7 +1,8 @@
 """Settings, resolved in exactly one place: defaults < config file < environment < flags.
 
-`resolve()` is the only function that reads the config file or the environment; everything else
-receives a frozen `Settings`. Ranking weights and thresholds live here as data, not as literals in
+`resolve()` is the only function that reads the config file or the environment (but for
+`claude_home()`, which reads Claude Code's own variable); everything else receives a frozen
+`Settings`. Ranking weights and thresholds live here as data, not as literals in
 search code. The documented copy of every default is `config/vaultmem.toml`; a test keeps the two
 equal.
 """
@@ -9,6 +10,7 @@ equal.
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import os
 import re
@@ -103,6 +105,18 @@ ENV = {
 }
 
 
+def claude_home() -> Path:
+    """Claude Code's own directory: `$CLAUDE_CONFIG_DIR` when set (Claude Code reads its
+    settings, rules and project memory there), else `~/.claude`."""
+    return Path(os.path.expanduser(os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude"))
+
+
+@functools.lru_cache(maxsize=8)
+def _real_path(path: str) -> Path:
+    """`path` resolved, once per process (a vault's root is resolved once too: make_vaults)."""
+    return Path(path).resolve()
+
+
 @dataclass(frozen=True)
 class Vault:
     name: str
@@ -110,6 +124,13 @@ class Vault:
     # vault-relative POSIX paths of the other served vaults' roots inside this one: their files
     # are theirs alone (else `--vault ~/src --vault app=~/src/app` indexed each note twice)
     inner: tuple[str, ...] = field(default=(), compare=False, repr=False)
+    # the vault is a `.claude` directory, or Claude Code's own under another name (a dotfiles
+    # link `~/.claude -> ~/dotfiles/claude`, `$CLAUDE_CONFIG_DIR=~/.config/claude`): see globbed
+    is_claude_dir: bool = field(init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        is_claude = self.root.name == ".claude" or self.root == _real_path(str(claude_home()))
+        object.__setattr__(self, "is_claude_dir", is_claude)
 
     def owns(self, rel: str) -> bool:
         """Whether the vault-relative path `rel` is this vault's, not a nested vault's."""
@@ -117,9 +138,10 @@ class Vault:
 
     def globbed(self, rel: str) -> str:
         """The path the include and exclude globs see for the vault-relative `rel`: in a vault
-        that is a `.claude` directory (`~/.claude`), `.claude/rel`, so that the user's rules in
-        `~/.claude/rules/` are found by `**/.claude/rules/**/*.md` as a project's are."""
-        return f".claude/{rel}" if self.root.name == ".claude" else rel
+        that is a `.claude` directory (`~/.claude`, or Claude Code's own by another name),
+        `.claude/rel`, so that the user's rules in `~/.claude/rules/` are found by
+        `**/.claude/rules/**/*.md` as a project's are."""
+        return f".claude/{rel}" if self.is_claude_dir else rel
 
     def status(self, configured: bool = True) -> dict:
         """As `status` reports it: `found` is false while the directory is missing (kept as last

@@ -20,7 +20,8 @@ from .errors import ServiceError, UsageError
 
 UNIT = "vaultmem.service"
 # settings read from the environment that the daemon started by systemd would not see
-PINNED_ENV = ("VAULTMEM_EMBEDDER", "VAULTMEM_EMBEDDER_URL", "VAULTMEM_EMBEDDER_MODEL")
+# (and Claude Code's own directory, whose rules the globs see as `.claude/rules/`: config.Vault)
+PINNED_ENV = ("VAULTMEM_EMBEDDER", "VAULTMEM_EMBEDDER_URL", "VAULTMEM_EMBEDDER_MODEL", "CLAUDE_CONFIG_DIR")
 
 TEMPLATE = """\
 [Unit]
