@@ -609,6 +609,9 @@ def test_a_vault_that_is_a_claude_directory_has_its_rules_found(tmp_path):
     e.write("projects/-home-me-app/memory/m.md", "the app deploys on Fridays\n")
     e.write("todos/t.md", "not a note\n")
     e.write("rules/node_modules/x/README.md", "never a note\n")
+    # Claude Code's plugins: clones of other people's repositories, not this user's memory
+    e.write("plugins/marketplaces/tools/CLAUDE.md", "# Marketplace\n\nbump the skills count\n")
+    e.write("plugins/cache/tools/lint/1.0.3/memory/notes.md", "a plugin's own notes\n")
     assert e.sync().added == 4
     assert [h.path for h in e.query("uv pip", mode="text")] == ["rules/python.md"]
     assert [h.imported_by for h in e.query("ruff", mode="text")] == ["rules/python.md"]
@@ -627,3 +630,4 @@ def test_a_vault_that_is_a_claude_directory_has_its_rules_found(tmp_path):
     assert _concerns(s.vaults[0], "rules/go.md", False, cfg.include, cfg.exclude)
     assert not _concerns(s.vaults[0], "todos/u.md", False, cfg.include, cfg.exclude)
     assert not _concerns(s.vaults[0], "rules/node_modules", True, cfg.include, cfg.exclude)
+    assert not _concerns(s.vaults[0], "plugins", True, cfg.include, cfg.exclude)

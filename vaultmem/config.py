@@ -31,7 +31,7 @@ DEFAULTS: dict[str, Any] = {
             "**/.git/**", "**/node_modules/**", "**/.venv/**", "**/venv/**", "**/site-packages/**",
             "**/__pycache__/**", "**/.tox/**", "**/.nox/**", "**/.mypy_cache/**", "**/.pytest_cache/**",
             "**/.ruff_cache/**", "**/.hypothesis/**", "**/.gradle/**", "**/.next/**", "**/.terraform/**",
-            "**/.obsidian/**", "**/.trash/**",
+            "**/.obsidian/**", "**/.trash/**", "**/.claude/plugins/**",
             "**/.*.swp", "**/.*.swx", "**/*~", "**/.#*", "**/*.tmp", "**/4913",
         ],
         "max_file_bytes": 5_000_000,
