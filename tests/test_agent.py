@@ -3,6 +3,8 @@ without one; the session-start hook's budget and relevance on vault-example; rec
 
 import asyncio
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -128,6 +130,10 @@ def test_mcp_answers_every_request_read_before_its_input_ended(tmp_path):
     assert got[2]["result"]["structuredContent"]["hits"][0]["file"] == str(vault / "memory/a.md")
     assert "recall" in {t["name"] for t in got["three"]["result"]["tools"]}
     assert "error" in got[4]
+    # started with no stdin at all (not from a client): one line, a usage error, no traceback
+    closed = subprocess.run([sys.executable, "-m", "vaultmem.cli", "mcp", "--state-dir", str(tmp_path / "st")],
+                            capture_output=True, text=True, cwd=ROOT, timeout=60, preexec_fn=lambda: os.close(0))
+    assert closed.returncode == 2 and closed.stderr.count("\n") == 1 and "stdin is closed" in closed.stderr, closed.stderr
 
 
 # ------------------------------------------------------------------ the session-start hook

@@ -25,7 +25,7 @@ from mcp.types import ToolAnnotations
 from . import __version__, agent
 from .backend import Backend
 from .config import Settings
-from .errors import VaultmemError
+from .errors import UsageError, VaultmemError
 
 INSTRUCTIONS = """vaultmem is this user's long-term memory: decisions, corrections, conventions and
 lessons kept as Markdown notes (CLAUDE.md and memory/*.md). Call `recall` before you decide
@@ -188,6 +188,12 @@ def answers_before_eof(drain_seconds: float = DRAIN_SECONDS) -> Iterator[None]:
     input is passed on only when nothing is left unanswered (or after `drain_seconds`). A
     client's `notifications/cancelled` takes its request off the list. The relays see only
     newline-delimited JSON-RPC, the stdio framing the protocol fixes, not the SDK's internals."""
+    for fd, name in ((0, "stdin"), (1, "stdout")):
+        try:
+            os.fstat(fd)
+        except OSError:
+            raise UsageError(f"vaultmem mcp speaks MCP over stdin and stdout, and its {name} is closed; "
+                             "start it from an MCP client") from None
     sys.stdout.flush()
     real_in, real_out = os.dup(0), os.dup(1)
     in_r, in_w = os.pipe()
