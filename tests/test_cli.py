@@ -199,6 +199,29 @@ def test_status_lists_counts(indexed):
     assert st["notes"] == 3 and st["current"] == 2 and st["embedder"] == "use-multilingual-v3"
 
 
+def test_status_says_when_claude_codes_own_memory_is_in_no_vault(indexed, tmp_path):
+    """Claude Code keeps the user's CLAUDE.md and each project's auto memory in its own
+    directory: a user who indexed only a project never searches them, and is told how."""
+    _, state = indexed
+    home = tmp_path / "home"
+    write(home, ".claude/projects/-src-app/memory/feedback.md", note("tests", "run the tests first\n"))
+    hint = "Claude Code's own memory in"
+
+    def status(**env) -> str:
+        r = run_cli("status", "--state-dir", str(state), env={"HOME": str(home), **env})
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    assert f"{hint} {home / '.claude'} (CLAUDE.md, projects/*/memory/) is in no vault" in status()
+    assert f"add `--vault {home / '.claude'}`" in status()
+    assert hint not in status(CLAUDE_CONFIG_DIR=str(tmp_path / "elsewhere")), "no memory there"
+    other = tmp_path / "state2"
+    r = run_cli("index", "--vault", str(home / ".claude"), "--state-dir", str(other), env={"HOME": str(home)})
+    assert r.returncode == 0, r.stderr
+    r = run_cli("status", "--state-dir", str(other), env={"HOME": str(home)})
+    assert r.returncode == 0 and hint not in r.stdout, r.stdout
+
+
 def test_help_teaches(tmp_path):
     r = run_cli("query", "--help")
     assert r.returncode == 0 and "--history" in r.stdout and "examples:" in r.stdout
