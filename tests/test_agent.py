@@ -12,7 +12,7 @@ import pytest
 
 from vaultmem.agent import estimate_tokens
 
-from conftest import ROOT, atomic_save, note, run_cli
+from conftest import ROOT, atomic_save, note, run_cli, write
 
 EXAMPLE = ROOT / "vault-example"
 
@@ -166,6 +166,24 @@ def test_session_start_digest_is_relevant_current_and_within_budget(example_stat
     for expected in ("api-versioning.md", "money-as-cents.md", "テスト方針.md", "배포-체크리스트.md"):
         assert expected in out
     assert f"{EXAMPLE}/memory/deploy-2026-05.md:" in out, "entries say where to open the file"
+
+
+@pytest.mark.parametrize("vault_at", [".claude", ""], ids=["vault-claude-dir", "vault-home"])
+def test_session_start_shows_claude_codes_memory_for_the_project(tmp_path, vault_at):
+    """Claude Code keeps each project's auto memory in ~/.claude/projects/<project path>/memory:
+    it is the project's own, found whether the vault is ~/.claude or a folder above it; another
+    project's is not."""
+    from vaultmem.agent import claude_project_dir
+    home, app = tmp_path / "home", tmp_path / "src" / "app"
+    app.mkdir(parents=True)
+    write(home, f".claude/{claude_project_dir(app.resolve())}/memory/quokka.md",
+          note("build", "the quokka build runs with make quokka\n"))
+    write(home, ".claude/projects/-elsewhere/memory/other.md", note("other", "the wombat deploy is manual\n"))
+    state = tmp_path / "state"
+    assert run_cli("index", "--vault", str(home / vault_at), "--state-dir", str(state)).returncode == 0
+    r = hook(state, "--cwd", str(app))
+    assert r.returncode == 0 and "quokka.md" in r.stdout, r.stdout + r.stderr
+    assert "other.md" not in r.stdout
 
 
 def test_notes_shown_at_session_start_count_as_retrieved(tmp_path):

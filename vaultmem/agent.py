@@ -187,7 +187,7 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
 
     base = {"op": "query", "text": text, "k": 30, "mode": "hybrid", "section_chars": 600, "record": False}
     own = [{"vaults": own_vaults}] if own_vaults else []
-    own.append({"path": claude_dir + "/**"})
+    own.append({"path": f"**/{claude_dir}/**"})  # in a vault that is ~/.claude, or one above it
     for scope in own:  # the project's own notes: those most like what it does, then the newest
         hits = backend.request({**base, **scope})["hits"]
         take(hits)
