@@ -108,6 +108,30 @@ def test_mcp_without_a_daemon_answers_in_process_and_says_so(tmp_path):
         assert not any(line.startswith(" ") for line in t.description.splitlines()), t.name
 
 
+def test_mcp_remember_names_its_vault_when_several_could_take_the_note(tmp_path):
+    """The agent's working directory (this repository) is in neither vault: remember cannot
+    guess, says which vaults there are, and writes where the agent names."""
+    vaults = {name: tmp_path / name for name in ("home", "work")}
+    for name, root in vaults.items():
+        (root / "memory").mkdir(parents=True)
+        (root / "memory/a.md").write_text(note(f"{name} note", f"the {name} note\n"))
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text("[vaults]\n" + "".join(f'{n} = "{r}"\n' for n, r in vaults.items()))
+    args = ["--config", str(cfg), "--state-dir", str(tmp_path / "st")]
+    assert run_cli("index", *args).returncode == 0
+
+    async def steps(client):
+        guess = await client.call_tool("remember", {"topic": "pager", "text": "The pager rota is on the wiki."})
+        named = structured(await client.call_tool("remember", {"topic": "pager", "text": "The pager rota is on the wiki.",
+                                                               "vault": "work"}))
+        return guess, named
+
+    guess, named = mcp_session(args, {"VAULTMEM_SOCKET": str(tmp_path / "none.sock")}, steps)
+    assert guess.is_error and "home, work" in guess.content[0].text
+    assert named["path"].startswith("memory/pager-") and (vaults["work"] / named["path"]).is_file()
+    assert sorted(p.name for p in (vaults["home"] / "memory").iterdir()) == ["a.md"], "nothing written elsewhere"
+
+
 def test_mcp_answers_every_request_read_before_its_input_ended(tmp_path):
     """`printf '...' | vaultmem mcp`: the input ends long before an in-process recall is done
     (the model loads first). The SDK alone cancelled it and answered only `initialize`."""

@@ -84,21 +84,23 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
 
     @tool("Remember a fact")
     def remember(topic: str, text: str, tags: list[str] | None = None, kind: str | None = None,
-                 importance: float | None = None) -> dict[str, Any]:
+                 importance: float | None = None, vault: str | None = None) -> dict[str, Any]:
         """Save a fact for future sessions as a new Markdown note in the project's memory folder.
 
         Use it for decisions, corrections from the user, conventions and lessons that a later
         session should know. One fact per note, a few sentences. `topic`: a short stable name
         for the fact ("deploy procedure"); a note on an existing topic replaces the old version
         as the current one. `tags`: a few keywords. `kind`: decision, correction, knowledge,
-        insight, ... `importance`: 0..1 (default 0.5).
+        insight, ... `importance`: 0..1 (default 0.5). `vault`: where to write, by name; only
+        needed when several vaults are indexed and none holds the working directory (the error
+        then lists them).
 
         Returns the new note's `path` and `file`, and `superseded`: the older notes it replaced.
         It is searchable with `recall` immediately.
         """
         return call(lambda b: {k: v for k, v in b.request({
             "op": "remember", "topic": topic, "text": text, "tags": tags or [], "kind": kind,
-            "importance": importance, "cwd": os.getcwd()}).items() if k != "ok"})
+            "importance": importance, "vault": vault, "cwd": os.getcwd()}).items() if k != "ok"})
 
     @tool("Retire a note", destructive=True, idempotent=True)
     def forget(path: str | None = None, topic: str | None = None) -> dict[str, Any]:
