@@ -124,9 +124,13 @@ def test_mcp_remember_names_its_vault_when_several_could_take_the_note(tmp_path)
         guess = await client.call_tool("remember", {"topic": "pager", "text": "The pager rota is on the wiki."})
         named = structured(await client.call_tool("remember", {"topic": "pager", "text": "The pager rota is on the wiki.",
                                                                "vault": "work"}))
-        return guess, named
+        elsewhere = await client.call_tool("forget", {"topic": "home note", "vault": "work"})
+        gone = structured(await client.call_tool("forget", {"topic": "pager", "vault": "work"}))
+        return guess, named, elsewhere, gone
 
-    guess, named = mcp_session(args, {"VAULTMEM_SOCKET": str(tmp_path / "none.sock")}, steps)
+    guess, named, elsewhere, gone = mcp_session(args, {"VAULTMEM_SOCKET": str(tmp_path / "none.sock")}, steps)
+    assert elsewhere.is_error and "no note has the topic" in elsewhere.content[0].text, "home's note is not work's"
+    assert gone["retired"] == [f"work:{named['path']}"] and gone["count"] == 1
     assert guess.is_error and "home, work" in guess.content[0].text
     assert named["path"].startswith("memory/pager-") and (vaults["work"] / named["path"]).is_file()
     assert sorted(p.name for p in (vaults["home"] / "memory").iterdir()) == ["a.md"], "nothing written elsewhere"

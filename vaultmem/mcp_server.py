@@ -103,18 +103,19 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
             "importance": importance, "vault": vault, "cwd": os.getcwd()}).items() if k != "ok"})
 
     @tool("Retire a note", destructive=True, idempotent=True)
-    def forget(path: str | None = None, topic: str | None = None) -> dict[str, Any]:
+    def forget(path: str | None = None, topic: str | None = None, vault: str | None = None) -> dict[str, Any]:
         """Retire a note that is wrong or obsolete, so that it stops being returned as current.
 
         Give `path` (a note's file path, as `recall` returned it) or `topic` (retires every note
-        of that topic). The file is not changed or deleted; the user can undo this with
-        `vaultmem forget --restore PATH`. Prefer `remember` with the same topic when the fact
-        changed rather than vanished: the new note then replaces the old one.
+        of that topic; with `vault`, only that vault's). The file is not changed or deleted; the
+        user can undo this with `vaultmem forget --restore PATH`. Prefer `remember` with the same
+        topic when the fact changed rather than vanished: the new note then replaces the old one.
 
         Returns the retired notes (at most 20 listed) and their count.
         """
         def run(b: Backend) -> dict[str, Any]:
-            out = b.request({"op": "forget", "action": "retire", "path": path, "topic": topic, "cwd": os.getcwd()})
+            out = b.request({"op": "forget", "action": "retire", "path": path, "topic": topic, "vault": vault,
+                             "cwd": os.getcwd()})
             answer = {"retired": out["changed"][:LIST_ITEMS], "count": len(out["changed"])}
             if len(out["changed"]) > LIST_ITEMS:
                 answer["note"] = f"{len(out['changed']) - LIST_ITEMS} more retired, not listed"
