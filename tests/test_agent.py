@@ -196,16 +196,28 @@ def test_session_start_digest_is_relevant_current_and_within_budget(example_stat
     assert f"{EXAMPLE}/memory/deploy-2026-05.md:" in out, "entries say where to open the file"
 
 
+def test_claude_project_dir_is_named_as_claude_code_names_it():
+    """Every character but an ASCII letter or digit is a dash (Claude Code's
+    `replace(/[^a-zA-Z0-9]/g, "-")`, over UTF-16 units), a name over 200 characters is cut there
+    and gets a hash suffix."""
+    from vaultmem.agent import claude_project_dir
+    assert claude_project_dir(Path("/Users/me/git/my_repo")) == "projects/-Users-me-git-my-repo"
+    assert claude_project_dir(Path("/Users/me/.agents")) == "projects/-Users-me--agents"
+    assert claude_project_dir(Path("/home/u/Проект v2")) == "projects/-home-u--------v2"
+    assert claude_project_dir(Path("/home/u/𠮷")) == "projects/-home-u---"  # one character, two UTF-16 units
+    deep = Path("/home/u/" + "/".join(["segment"] * 30))
+    assert claude_project_dir(deep) == "projects/" + str(deep).replace("/", "-")[:200] + "-*"
+
+
 @pytest.mark.parametrize("vault_at", [".claude", ""], ids=["vault-claude-dir", "vault-home"])
 def test_session_start_shows_claude_codes_memory_for_the_project(tmp_path, vault_at):
     """Claude Code keeps each project's auto memory in ~/.claude/projects/<project path>/memory:
     it is the project's own, found whether the vault is ~/.claude or a folder above it; another
-    project's is not."""
-    from vaultmem.agent import claude_project_dir
-    home, app = tmp_path / "home", tmp_path / "src" / "app"
+    project's is not. (The project's name has what Claude Code writes as dashes.)"""
+    home, app = tmp_path / "home", tmp_path / "src" / "my_app アプリ"
     app.mkdir(parents=True)
-    write(home, f".claude/{claude_project_dir(app.resolve())}/memory/quokka.md",
-          note("build", "the quokka build runs with make quokka\n"))
+    slug = "".join(c if c.isascii() and c.isalnum() else "-" for c in str(app.resolve()))
+    write(home, f".claude/projects/{slug}/memory/quokka.md", note("build", "the quokka build runs with make quokka\n"))
     write(home, ".claude/projects/-elsewhere/memory/other.md", note("other", "the wombat deploy is manual\n"))
     state = tmp_path / "state"
     assert run_cli("index", "--vault", str(home / vault_at), "--state-dir", str(state)).returncode == 0

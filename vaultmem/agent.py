@@ -153,9 +153,17 @@ def project_words(project: Path) -> str:
     return " ".join(words)
 
 
+CLAUDE_SLUG_MAX = 200  # Claude Code cuts a longer project name here and adds a hash of the path
+
+
 def claude_project_dir(project: Path) -> str:
-    """Claude Code keeps a project's own memory under ~/.claude/projects/<path with / as ->/."""
-    return "projects/" + str(project).replace("/", "-").replace(".", "-")
+    """Where Claude Code keeps a project's own memory, as a glob under its directory:
+    projects/<the project's path with every character but an ASCII letter or digit as ->. A
+    character beyond the BMP is two UTF-16 units there, so two dashes; a name over 200
+    characters is cut and given a hash whose recipe has changed between Claude Code versions,
+    so it is matched by a wildcard."""
+    slug = "".join(c if c.isascii() and c.isalnum() else "--" if ord(c) > 0xFFFF else "-" for c in str(project))
+    return f"projects/{slug[:CLAUDE_SLUG_MAX]}-*" if len(slug) > CLAUDE_SLUG_MAX else f"projects/{slug}"
 
 
 def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | None = None) -> str:
