@@ -126,9 +126,14 @@ def test_mcp_remember_names_its_vault_when_several_could_take_the_note(tmp_path)
                                                                "vault": "work"}))
         elsewhere = await client.call_tool("forget", {"topic": "home note", "vault": "work"})
         gone = structured(await client.call_tool("forget", {"topic": "pager", "vault": "work"}))
-        return guess, named, elsewhere, gone
+        st = structured(await client.call_tool("status", {}))
+        return guess, named, elsewhere, gone, st
 
-    guess, named, elsewhere, gone = mcp_session(args, {"VAULTMEM_SOCKET": str(tmp_path / "none.sock")}, steps)
+    (tmp_path / "user/.claude").mkdir(parents=True)
+    (tmp_path / "user/.claude/CLAUDE.md").write_text("# Mine\n\nanswer tersely\n")
+    guess, named, elsewhere, gone, st = mcp_session(
+        args, {"VAULTMEM_SOCKET": str(tmp_path / "none.sock"), "HOME": str(tmp_path / "user")}, steps)
+    assert f"memory in {tmp_path / 'user/.claude'}" in st["note"] and "in no vault" in st["note"], st
     assert elsewhere.is_error and "no note has the topic" in elsewhere.content[0].text, "home's note is not work's"
     assert gone["retired"] == [f"work:{named['path']}"] and gone["count"] == 1
     assert guess.is_error and "home, work" in guess.content[0].text

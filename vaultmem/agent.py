@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .backend import Backend
-from .config import Settings, Vault
+from .config import Settings, Vault, claude_home
 from .client import STILL_INDEXING, DaemonUnavailable
 from .errors import VaultmemError
 from .imports import loaded_with_claude_md
@@ -151,6 +151,19 @@ def project_words(project: Path) -> str:
         if got.returncode == 0:
             words.extend(line for line in got.stdout.splitlines() if line and line != "HEAD")
     return " ".join(words)
+
+
+def unindexed_claude_home(roots: list[str]) -> Path | None:
+    """Claude Code's directory (~/.claude, or $CLAUDE_CONFIG_DIR) when it holds memory (its
+    CLAUDE.md, a project's auto memory) that no vault root in `roots` covers; else None."""
+    home = claude_home()
+    try:
+        real = home.resolve()
+        if not (real / "CLAUDE.md").is_file() and next(real.glob("projects/*/memory/*.md"), None) is None:
+            return None
+    except OSError:
+        return None
+    return None if any(real.is_relative_to(root) for root in roots) else home
 
 
 CLAUDE_SLUG_MAX = 200  # Claude Code cuts a longer project name here and adds a hash of the path

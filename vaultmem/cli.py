@@ -543,7 +543,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             continue
         print(f"vault {v['name']}: {v['root']}" + ("" if v.get("found", True) else
               " (directory not found: its notes are kept as last indexed until it is back)"))
-    home = None if args.quiet else _unindexed_claude_home([v["root"] for v in st["vaults"]])
+    from .agent import unindexed_claude_home
+
+    home = None if args.quiet else unindexed_claude_home([v["root"] for v in st["vaults"]])
     if home is not None:
         print(f"Claude Code's own memory in {home} (CLAUDE.md, projects/*/memory/) is in no vault, so it is not "
               f"searched: add `--vault {home}`")
@@ -555,21 +557,6 @@ def cmd_status(args: argparse.Namespace) -> int:
     for s in st["skipped_files"]:
         print(f"skipped {s['key']}: {s['reason']}")
     return 0
-
-
-def _unindexed_claude_home(roots: list[str]) -> Path | None:
-    """Claude Code's directory when it holds memory (its CLAUDE.md, a project's auto memory)
-    that no vault covers; else None."""
-    from .config import claude_home
-
-    home = claude_home()
-    try:
-        real = home.resolve()
-        if not (real / "CLAUDE.md").is_file() and next(real.glob("projects/*/memory/*.md"), None) is None:
-            return None
-    except OSError:
-        return None
-    return None if any(real.is_relative_to(root) for root in roots) else home
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
