@@ -153,9 +153,10 @@ def project_words(project: Path) -> str:
     return " ".join(words)
 
 
-def unindexed_claude_home(roots: list[str]) -> Path | None:
-    """Claude Code's directory (~/.claude, or $CLAUDE_CONFIG_DIR) when it holds memory (its
-    CLAUDE.md, a project's auto memory) that no vault root in `roots` covers; else None."""
+def unindexed_claude_home(roots: list[str]) -> str | None:
+    """What to tell the user when Claude Code's directory (~/.claude, or $CLAUDE_CONFIG_DIR)
+    holds memory (its CLAUDE.md, a project's auto memory) that no vault root in `roots`
+    covers; else None. Said by `vaultmem status` and the MCP status tool."""
     home = claude_home()
     try:
         real = home.resolve()
@@ -163,7 +164,10 @@ def unindexed_claude_home(roots: list[str]) -> Path | None:
             return None
     except OSError:
         return None
-    return None if any(real.is_relative_to(root) for root in roots) else home
+    if any(real.is_relative_to(root) for root in roots):
+        return None
+    return (f"Claude Code's own memory in {home} (CLAUDE.md, projects/*/memory/) is in no vault, so it is not "
+            f"searched: add `--vault {home}`")
 
 
 CLAUDE_SLUG_MAX = 200  # Claude Code cuts a longer project name here and adds a hash of the path

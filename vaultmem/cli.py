@@ -545,10 +545,9 @@ def cmd_status(args: argparse.Namespace) -> int:
               " (directory not found: its notes are kept as last indexed until it is back)"))
     from .agent import unindexed_claude_home
 
-    home = None if args.quiet else unindexed_claude_home([v["root"] for v in st["vaults"]])
-    if home is not None:
-        print(f"Claude Code's own memory in {home} (CLAUDE.md, projects/*/memory/) is in no vault, so it is not "
-              f"searched: add `--vault {home}`")
+    hint = None if args.quiet else unindexed_claude_home([v["root"] for v in st["vaults"]])
+    if hint is not None:
+        print(hint)
     print(f"{st['notes']} notes ({st['current']} current), {st['chunks']} chunks, "
           f"{st['skipped']} skipped, {st['pending']} pending; embedder {st['embedder']} ({st['dim']}-d)")
     if st.get("read_with_problems"):

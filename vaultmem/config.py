@@ -124,13 +124,13 @@ class Vault:
     # vault-relative POSIX paths of the other served vaults' roots inside this one: their files
     # are theirs alone (else `--vault ~/src --vault app=~/src/app` indexed each note twice)
     inner: tuple[str, ...] = field(default=(), compare=False, repr=False)
-    # the vault is a `.claude` directory, or Claude Code's own under another name (a dotfiles
-    # link `~/.claude -> ~/dotfiles/claude`, `$CLAUDE_CONFIG_DIR=~/.config/claude`): see globbed
-    is_claude_dir: bool = field(init=False, compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        is_claude = self.root.name == ".claude" or self.root == _real_path(str(claude_home()))
-        object.__setattr__(self, "is_claude_dir", is_claude)
+    @functools.cached_property
+    def is_claude_dir(self) -> bool:
+        """The vault is a `.claude` directory, or Claude Code's own under another name (a
+        dotfiles link `~/.claude -> ~/dotfiles/claude`, `$CLAUDE_CONFIG_DIR=~/.config/claude`):
+        see globbed."""
+        return self.root.name == ".claude" or self.root == _real_path(str(claude_home()))
 
     def owns(self, rel: str) -> bool:
         """Whether the vault-relative path `rel` is this vault's, not a nested vault's."""

@@ -159,11 +159,8 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
             st = b.request({"op": "status"})
             keep = ("vaults", "notes", "current", "chunks", "skipped", "pending", "embedder", "ready", "generation")
             out = {k: st[k] for k in keep if k in st} | {"daemon": b.via_daemon}
-            home = agent.unindexed_claude_home([v["root"] for v in st["vaults"]])
-            if home is not None:
-                out["note"] = (f"Claude Code's own memory in {home} (CLAUDE.md, projects/*/memory/) is in no vault, "
-                               f"so recall does not search it; the user can add it: vaultmem index --vault {home}")
-            return out
+            hint = agent.unindexed_claude_home([v["root"] for v in st["vaults"]])
+            return out | ({"note": hint} if hint else {})
         return call(run)
 
     return server
