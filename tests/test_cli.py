@@ -207,13 +207,14 @@ def test_status_says_when_claude_codes_own_memory_is_in_no_vault(indexed, tmp_pa
     write(home, ".claude/projects/-src-app/memory/feedback.md", note("tests", "run the tests first\n"))
     hint = "Claude Code's own memory in"
 
-    def status(**env) -> str:
-        r = run_cli("status", "--state-dir", str(state), env={"HOME": str(home), **env})
+    def status(*flags, **env) -> str:
+        r = run_cli("status", "--state-dir", str(state), *flags, env={"HOME": str(home), **env})
         assert r.returncode == 0, r.stderr
         return r.stdout
 
     assert f"{hint} {home / '.claude'} (CLAUDE.md, projects/*/memory/) is in no vault" in status()
     assert f"add `--vault {home / '.claude'}`" in status()
+    assert hint not in status("-q"), "-q: results and errors only"
     assert hint not in status(CLAUDE_CONFIG_DIR=str(tmp_path / "elsewhere")), "no memory there"
     other = tmp_path / "state2"
     r = run_cli("index", "--vault", str(home / ".claude"), "--state-dir", str(other), env={"HOME": str(home)})
