@@ -39,14 +39,14 @@ def test_edits_are_searchable_at_once(daemon):
 
 def test_notes_that_are_symlinks_follow_their_targets_at_once(daemon, tmp_path):
     """A note that is a symlink changes when its target does, and that event names the target:
-    `CLAUDE.md -> AGENTS.md` in a repository (AGENTS.md is no note), `CLAUDE.md ->
+    `CLAUDE.md -> README.md` in a repository (README.md is no note), `CLAUDE.md ->
     ~/dotfiles/CLAUDE.md` (a directory no vault holds), and a folder of notes that is a symlink
     to one elsewhere (not entered by the vault's watch). Each edit must be searchable within
     the wait, not at the periodic reconcile 15 minutes on; links made or removed while the
     daemon runs count too."""
     vault, outside = daemon.vault, tmp_path / "outside"
-    atomic_save(vault / "repo/AGENTS.md", "# Agents\n\nrun make check, says the aardwolf\n")
-    (vault / "repo/CLAUDE.md").symlink_to("AGENTS.md")
+    atomic_save(vault / "repo/README.md", "# Readme\n\nrun make check, says the aardwolf\n")
+    (vault / "repo/CLAUDE.md").symlink_to("README.md")
     atomic_save(outside / "dotfiles/CLAUDE.md", "# Global\n\nthe bandicoot uses uv\n")
     (vault / "CLAUDE.md").symlink_to(outside / "dotfiles/CLAUDE.md")
     atomic_save(outside / "sync/memory/a.md", "a caracal in the synced folder\n")
@@ -66,8 +66,8 @@ def test_notes_that_are_symlinks_follow_their_targets_at_once(daemon, tmp_path):
     assert daemon.paths("bandicoot") == ["CLAUDE.md"]
     assert daemon.paths("caracal") == ["proj/memory/a.md"]
 
-    with open(vault / "repo/AGENTS.md", "w") as f:  # in place, through the target's own name
-        f.write("# Agents\n\nrun make lint, says the dugong\n")
+    with open(vault / "repo/README.md", "w") as f:  # in place, through the target's own name
+        f.write("# Readme\n\nrun make lint, says the dugong\n")
     daemon.wait_for(lambda: daemon.paths("dugong") == ["repo/CLAUDE.md"] and daemon.paths("aardwolf") == [])
     atomic_save(outside / "dotfiles/CLAUDE.md", "# Global\n\nthe echidna uses poetry\n")
     daemon.wait_for(lambda: daemon.paths("echidna") == ["CLAUDE.md"] and daemon.paths("bandicoot") == [])
@@ -105,19 +105,20 @@ def test_notes_that_are_symlinks_follow_their_targets_at_once(daemon, tmp_path):
     assert status["pending"] == 0 and status["notes"] == 6  # three CLAUDE.md, deeper/b.md, n.md, q.md
 
 def test_files_a_claude_md_imports_are_notes_followed_at_once(daemon):
-    """`@AGENTS.md` in a CLAUDE.md puts AGENTS.md into every agent session, so it is searched
-    like the CLAUDE.md: indexed when the import is saved, updated when it is edited in place or
-    saved atomically, gone when it is deleted or no longer imported, back when it is made again."""
+    """`@CONTRIBUTING.md` in a CLAUDE.md puts CONTRIBUTING.md into every agent session, so it is
+    searched like the CLAUDE.md: indexed when the import is saved, updated when it is edited in
+    place or saved atomically, gone when it is deleted or no longer imported, back when it is
+    made again. An AGENTS.md saved meanwhile is a note by itself."""
     vault = daemon.vault
     atomic_save(vault / "CLAUDE.md", "# Project\n\nnothing imported yet\n")
-    atomic_save(vault / "AGENTS.md", "# Agents\n\nthe axolotl rule\n")
+    atomic_save(vault / "CONTRIBUTING.md", "# Agents\n\nthe axolotl rule\n")
     daemon.start()
     assert daemon.paths("axolotl") == []
-    atomic_save(vault / "CLAUDE.md", "# Project\n\nSee @AGENTS.md and @docs/style.md.\n")
-    daemon.wait_for(lambda: daemon.paths("axolotl") == ["AGENTS.md"])
-    with open(vault / "AGENTS.md", "w") as f:  # in place
+    atomic_save(vault / "CLAUDE.md", "# Project\n\nSee @CONTRIBUTING.md and @docs/style.md.\n")
+    daemon.wait_for(lambda: daemon.paths("axolotl") == ["CONTRIBUTING.md"])
+    with open(vault / "CONTRIBUTING.md", "w") as f:  # in place
         f.write("# Agents\n\nthe binturong rule\n")
-    daemon.wait_for(lambda: daemon.paths("binturong") == ["AGENTS.md"] and daemon.paths("axolotl") == [])
+    daemon.wait_for(lambda: daemon.paths("binturong") == ["CONTRIBUTING.md"] and daemon.paths("axolotl") == [])
     atomic_save(vault / "docs/style.md", "# Style\n\nthe coati writes tabs\n")  # made after its import
     daemon.wait_for(lambda: daemon.paths("coati") == ["docs/style.md"])
     hit = daemon.request({"op": "query", "text": "coati", "mode": "text"})["hits"][0]
@@ -126,11 +127,11 @@ def test_files_a_claude_md_imports_are_notes_followed_at_once(daemon):
     daemon.wait_for(lambda: daemon.paths("coati") == [])
     atomic_save(vault / "docs/style.md", "# Style\n\nthe dhole writes spaces\n")
     daemon.wait_for(lambda: daemon.paths("dhole") == ["docs/style.md"])
-    atomic_save(vault / "CLAUDE.md", "# Project\n\nSee AGENTS.md, no longer imported.\n")
+    atomic_save(vault / "CLAUDE.md", "# Project\n\nSee CONTRIBUTING.md, no longer imported.\n")
     daemon.wait_for(lambda: daemon.paths("binturong") == [] and daemon.paths("dhole") == [])
-    atomic_save(vault / "AGENTS.md", "# Agents\n\nthe eland rule\n")  # no note now: never indexed
-    atomic_save(vault / "memory/m.md", "a fossa, to know the writer got this far\n")
-    daemon.wait_for(lambda: daemon.paths("fossa") == ["memory/m.md"])
+    atomic_save(vault / "CONTRIBUTING.md", "# Agents\n\nthe eland rule\n")  # no note now: never indexed
+    atomic_save(vault / "svc/AGENTS.md", "# Svc\n\nthe fossa rule: an AGENTS.md is a note by itself\n")
+    daemon.wait_for(lambda: daemon.paths("fossa") == ["svc/AGENTS.md"])  # and the writer got this far
     assert daemon.paths("eland") == []
 
 

@@ -55,18 +55,18 @@ def paths(env, text):
 
 
 def test_imported_files_are_indexed_followed_and_dropped_with_their_import(env):
-    env.write("CLAUDE.md", "# Project\n\nSee @AGENTS.md.\n- git: @docs/git.md\n")
-    env.write("AGENTS.md", "# Agents\n\nRun the flamingo linter first.\n")
+    env.write("CLAUDE.md", "# Project\n\nSee @CONTRIBUTING.md.\n- git: @docs/git.md\n")
+    env.write("CONTRIBUTING.md", "# Agents\n\nRun the flamingo linter first.\n")
     env.write("docs/git.md", "# Git\n\nRebase, never merge. More in @./deeper.md\n")
     env.write("docs/deeper.md", "# Deeper\n\nSquash the pelican commits.\n")
     env.write("docs/other.md", "# Other\n\nThe walrus is no note.\n")
     report = env.sync()
     assert report.added == 4 and report.skipped == 0
-    assert paths(env, "flamingo") == ["AGENTS.md"]
+    assert paths(env, "flamingo") == ["CONTRIBUTING.md"]
     assert paths(env, "pelican") == ["docs/deeper.md"]
     assert paths(env, "walrus") == []
     hits = {h.path: h for h in env.query("flamingo pelican rebase", mode="text", k=10)}
-    assert hits["AGENTS.md"].imported_by == "CLAUDE.md"
+    assert hits["CONTRIBUTING.md"].imported_by == "CLAUDE.md"
     assert hits["docs/deeper.md"].imported_by == "docs/git.md"
     assert env.query("project", mode="text")[0].imported_by is None  # CLAUDE.md itself
 
@@ -76,21 +76,38 @@ def test_imported_files_are_indexed_followed_and_dropped_with_their_import(env):
     env.write("docs/deeper.md", "# Deeper\n\nSquash the heron commits.\n")  # an imported file edited
     assert env.sync().updated == 1 and paths(env, "heron") == ["docs/deeper.md"]
 
-    env.write("CLAUDE.md", "# Project\n\nSee AGENTS.md (no import).\n- git: @docs/git.md\n- @docs/other.md\n")
+    env.write("CLAUDE.md", "# Project\n\nSee CONTRIBUTING.md (no import).\n- git: @docs/git.md\n- @docs/other.md\n")
     report = env.sync()
     assert (report.updated, report.added, report.removed) == (1, 1, 1)
     assert paths(env, "flamingo") == [] and paths(env, "walrus") == ["docs/other.md"]
-    assert (env.vault / "AGENTS.md").read_text().startswith("# Agents")  # only ever read
+    assert (env.vault / "CONTRIBUTING.md").read_text().startswith("# Agents")  # only ever read
 
     os.remove(env.vault / "docs" / "git.md")  # the link in the middle of the chain goes
     report = env.sync()
     assert report.removed == 2 and paths(env, "heron") == [] and paths(env, "rebase") == []
 
 
+def test_agents_md_is_one_note_under_its_own_name_and_its_imports_are_followed(env):
+    """A repository that keeps its instructions in AGENTS.md links CLAUDE.md to it, or has no
+    CLAUDE.md at all (Claude Code then reads AGENTS.md): either way the text is one note, found
+    under AGENTS.md, and the files it imports are notes as they would be from a CLAUDE.md."""
+    env.write("repo/AGENTS.md", "# Agents\n\nThe narwhal rule. Architecture: @docs/arch.md\n")
+    (env.vault / "repo/CLAUDE.md").symlink_to("AGENTS.md")
+    env.write("repo/docs/arch.md", "# Architecture\n\nThe ocelot service owns billing.\n")
+    env.write("lib/AGENTS.md", "# Lib\n\nThe pangolin rule.\n")
+    report = env.sync()
+    assert (report.files, report.added) == (3, 3)
+    assert paths(env, "narwhal") == ["repo/AGENTS.md"]
+    assert paths(env, "pangolin") == ["lib/AGENTS.md"]
+    hits = env.query("ocelot", mode="text")
+    assert [(h.path, h.imported_by) for h in hits] == [("repo/docs/arch.md", "repo/AGENTS.md")]
+    assert (env.vault / "repo/CLAUDE.md").is_symlink()  # only ever read
+
+
 def test_update_follows_an_edited_claude_md_at_once(env):
     env.write("CLAUDE.md", "# Project\n\nnothing imported yet\n")
-    env.write("AGENTS.md", "# Agents\n\nThe okapi rule.\n")
-    env.write("team/rules.md", "# Team\n\nThe quokka rule. @../AGENTS.md\n")
+    env.write("CONTRIBUTING.md", "# Agents\n\nThe okapi rule.\n")
+    env.write("team/rules.md", "# Team\n\nThe quokka rule. @../CONTRIBUTING.md\n")
     env.sync()
     assert paths(env, "okapi") == []
     s = env.settings()
@@ -98,10 +115,10 @@ def test_update_follows_an_edited_claude_md_at_once(env):
     with VaultIndex(s, writable=True) as idx:
         env.write("CLAUDE.md", "# Project\n\n@team/rules.md\n")
         report = idx.update(vault, {"CLAUDE.md"})
-        assert (report.updated, report.added) == (1, 2)  # the rules, and AGENTS.md through them
-        assert set(idx.imported(vault)) == {"team/rules.md", "AGENTS.md"}
-        env.write("AGENTS.md", "# Agents\n\nThe tapir rule.\n")
-        assert idx.update(vault, {"AGENTS.md"}).updated == 1
+        assert (report.updated, report.added) == (1, 2)  # the rules, and CONTRIBUTING.md through them
+        assert set(idx.imported(vault)) == {"team/rules.md", "CONTRIBUTING.md"}
+        env.write("CONTRIBUTING.md", "# Agents\n\nThe tapir rule.\n")
+        assert idx.update(vault, {"CONTRIBUTING.md"}).updated == 1
         os.remove(env.vault / "team" / "rules.md")
         assert idx.update(vault, {"team"}).removed == 2  # a directory event: its file and what it imported
     assert paths(env, "quokka") == [] and paths(env, "tapir") == []
@@ -122,14 +139,14 @@ def test_the_inventory_asks_no_topic_of_instructions_and_imported_files_and_sees
 
 
 def test_follow_imports_off_leaves_imported_files_out(env):
-    env.write("CLAUDE.md", "# Project\n\n@AGENTS.md\n")
-    env.write("AGENTS.md", "# Agents\n\nthe gerenuk rule\n")
+    env.write("CLAUDE.md", "# Project\n\n@CONTRIBUTING.md\n")
+    env.write("CONTRIBUTING.md", "# Agents\n\nthe gerenuk rule\n")
     env.sync()
-    assert paths(env, "gerenuk") == ["AGENTS.md"]
+    assert paths(env, "gerenuk") == ["CONTRIBUTING.md"]
     env.overrides = {"index": {"follow_imports": False}}
     assert env.sync().removed == 1 and paths(env, "gerenuk") == []
     env.overrides = {}
-    assert env.sync().added == 1 and paths(env, "gerenuk") == ["AGENTS.md"]
+    assert env.sync().added == 1 and paths(env, "gerenuk") == ["CONTRIBUTING.md"]
 
 
 def test_an_import_from_outside_the_vault_is_said_once_per_read(env, caplog):

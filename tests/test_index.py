@@ -14,10 +14,12 @@ from vaultmem.index import VaultIndex
 from vaultmem.vectors import Vectors
 
 
-def test_default_globs_pick_what_claude_code_reads_as_memory(env):
+def test_default_globs_pick_what_coding_agents_read_as_memory(env):
     env.write("CLAUDE.md", "# Rules\n\nbe kind\n")
     env.write("sub/project/CLAUDE.md", "# Sub\n\nnested rules\n")
     env.write("CLAUDE.local.md", "# Mine\n\nmy sandbox URL\n")
+    env.write("AGENTS.md", "# Agents\n\nwhat Codex reads, and Claude Code where there is no CLAUDE.md\n")
+    env.write("svc/api/AGENTS.md", "# API\n\nthe wombat rule, nested\n")
     env.write(".claude/rules/testing.md", "---\npaths: ['tests/**']\n---\nrun pytest -x\n")
     env.write("app/.claude/rules/frontend/react.md", "hooks first\n")
     env.write(".claude/memory/x.md", "claude memory\n")
@@ -26,8 +28,10 @@ def test_default_globs_pick_what_claude_code_reads_as_memory(env):
     env.write("rules/r.md", "not a note either\n")
     env.write("memory/.y.md.swp", "swap file\n")
     env.write("node_modules/memory/z.md", "dependency\n")
+    env.write("node_modules/pkg/AGENTS.md", "a dependency's agent rules\n")
     report = env.sync()
-    assert report.files == 7 and report.added == 7
+    assert report.files == 9 and report.added == 9
+    assert [h.path for h in env.query("wombat", mode="text")] == ["svc/api/AGENTS.md"]
 
 
 def test_second_run_reads_nothing_and_embeds_nothing(env):
@@ -330,14 +334,14 @@ def test_an_older_catalog_is_migrated_in_place_without_re_embedding(env, layout,
 
     env.write("memory/a.md", note("alpha", "the aardvark note\n"))
     env.write("memory/b.md", note("beta", "the bison note\n"))
-    env.write("CLAUDE.md", "# Rules\n\nSee @AGENTS.md\n")
-    env.write("AGENTS.md", "# Agents\n\nthe capybara rule\n")
+    env.write("CLAUDE.md", "# Rules\n\nSee @CONTRIBUTING.md\n")
+    env.write("CONTRIBUTING.md", "# Agents\n\nthe capybara rule\n")
     env.sync()
     db = sqlite3.connect(env.state / "catalog.sqlite3")  # make it look like an older layout and pipeline
     db.execute("DROP INDEX IF EXISTS notes_imports")
     for column in dropped:
         db.execute(f"ALTER TABLE notes DROP COLUMN {column}")
-    db.execute("DELETE FROM notes WHERE path='AGENTS.md'")  # that layout never knew of imports
+    db.execute("DELETE FROM notes WHERE path='CONTRIBUTING.md'")  # that layout never knew of imports
     db.execute("UPDATE meta SET v=? WHERE k='schema'", (layout,))
     db.execute("UPDATE meta SET v='3:1500:500' WHERE k='pipeline'")
     db.commit()
@@ -345,7 +349,7 @@ def test_an_older_catalog_is_migrated_in_place_without_re_embedding(env, layout,
     report = env.sync()
     assert report.updated == 3 and report.added == 1 and report.chunks_embedded == 0 and report.chunks_reused == 4
     assert [h.path for h in env.query("aardvark", mode="text")] == ["memory/a.md"]
-    assert [h.path for h in env.query("capybara", mode="text")] == ["AGENTS.md"]
+    assert [h.path for h in env.query("capybara", mode="text")] == ["CONTRIBUTING.md"]
 
 
 def test_an_unknown_older_catalog_is_rebuilt_from_the_notes(env):

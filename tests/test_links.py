@@ -11,8 +11,8 @@ def _tree(tmp_path):
     vault, out = tmp_path / "vault", tmp_path / "out"
     for d in ("vault/repo", "vault/proj", "out/dotfiles", "out/sync/memory/sub"):
         (tmp_path / d).mkdir(parents=True)
-    (vault / "repo/AGENTS.md").write_text("agents\n")
-    (vault / "repo/CLAUDE.md").symlink_to("AGENTS.md")
+    (vault / "repo/README.md").write_text("agents\n")
+    (vault / "repo/CLAUDE.md").symlink_to("README.md")
     (out / "dotfiles/CLAUDE.md").write_text("global\n")
     (vault / "CLAUDE.md").symlink_to(out / "dotfiles/CLAUDE.md")
     (vault / "proj/memory").symlink_to(out / "sync/memory")
@@ -25,7 +25,7 @@ def test_events_at_real_paths_map_back_to_the_note_paths(tmp_path):
     v, out = _tree(tmp_path)
     links = LinkMap()
     links.reset(v, ["repo/CLAUDE.md", "CLAUDE.md", "proj/memory/sub/a.md", "plain.md"])
-    assert links.notes_at(str(v.root / "repo/AGENTS.md")) == [("v", "repo/CLAUDE.md")]
+    assert links.notes_at(str(v.root / "repo/README.md")) == [("v", "repo/CLAUDE.md")]
     assert links.notes_at(str(out / "dotfiles/CLAUDE.md")) == [("v", "CLAUDE.md")]
     assert links.notes_at(str(out / "dotfiles/other.md")) == []
     # anything under the symlinked folder, a note made later or a folder, has its vault path
@@ -58,7 +58,7 @@ def test_a_link_changed_or_removed_is_forgotten_and_reset_starts_afresh(tmp_path
     os.unlink(v.root / "repo/CLAUDE.md")
     (v.root / "repo/CLAUDE.md").write_text("own text\n")
     links.update(v, ["repo/CLAUDE.md"])
-    assert links.notes_at(str(v.root / "repo/AGENTS.md")) == []
+    assert links.notes_at(str(v.root / "repo/README.md")) == []
     # a directory moved away takes the links under it along
     (v.root / "team").mkdir()
     (v.root / "team/CLAUDE.md").symlink_to(out / "dotfiles/CLAUDE.md")

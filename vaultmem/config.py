@@ -26,7 +26,8 @@ DEFAULTS: dict[str, Any] = {
     "state_dir": "",  # empty: $XDG_STATE_HOME/vaultmem
     "vaults": {},  # name -> directory
     "index": {
-        "include": ["**/CLAUDE.md", "**/CLAUDE.local.md", "**/.claude/rules/**/*.md", "**/memory/**/*.md"],
+        "include": ["**/CLAUDE.md", "**/CLAUDE.local.md", "**/AGENTS.md", "**/.claude/rules/**/*.md",
+                    "**/memory/**/*.md"],
         "exclude": [
             "**/.git/**", "**/node_modules/**", "**/.venv/**", "**/venv/**", "**/site-packages/**",
             "**/__pycache__/**", "**/.tox/**", "**/.nox/**", "**/.mypy_cache/**", "**/.pytest_cache/**",

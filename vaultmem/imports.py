@@ -1,12 +1,13 @@
 """Which files a vault's CLAUDE.md files import: Claude Code reads `@path` imports into the
-agent's context with the CLAUDE.md itself (`See @AGENTS.md`, `@docs/git-instructions.md`), so
-vaultmem indexes those files as notes of the vault too, whatever the include globs say.
+agent's context with the CLAUDE.md itself (`See @CONTRIBUTING.md`, `@docs/git.md`), so vaultmem
+indexes those files as notes of the vault too, whatever the include globs say.
 
 Pure path work over what the catalog keeps of each note (`Note.imports`, the paths as written,
 found by notes.find_imports): nothing here reads a note or touches the index. As in Claude Code
 a relative path is taken from the importing file's directory, `~/` from the home directory, and
-imports are followed from CLAUDE.md, CLAUDE.local.md and rule files through at most MAX_DEPTH
-hops. A file outside the vault, under an excluded path or in a nested vault is not this vault's.
+imports are followed from CLAUDE.md, CLAUDE.local.md, AGENTS.md and rule files through at most
+MAX_DEPTH hops. A file outside the vault, under an excluded path or in a nested vault is not
+this vault's.
 """
 
 from __future__ import annotations
@@ -29,8 +30,9 @@ def is_rule(path: str) -> bool:
 
 def reads_imports(path: str) -> bool:
     """Whether Claude Code follows the imports of the file at `path`: a CLAUDE.md, a
-    CLAUDE.local.md or a rule file (an imported file's own imports are followed too)."""
-    return posixpath.basename(path) in ("CLAUDE.md", "CLAUDE.local.md") or is_rule(path)
+    CLAUDE.local.md, an AGENTS.md (read in place of a CLAUDE.md, or through a `CLAUDE.md ->
+    AGENTS.md` link) or a rule file (an imported file's own imports are followed too)."""
+    return posixpath.basename(path) in ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md") or is_rule(path)
 
 
 def loaded_with_claude_md(path: str, imported_by: str | None) -> bool:

@@ -381,7 +381,7 @@ class VaultIndex:
     # -------------------------------------------------------------- imports
 
     def imported(self, vault: Vault) -> dict[str, str]:
-        """The files a vault's CLAUDE.md files import (`@AGENTS.md`), directly or not, as last
+        """The files a vault's CLAUDE.md files import (`@docs/git.md`), directly or not, as last
         indexed: path -> the note that imports it (imports.py). Each is a note of the vault."""
         if not self.settings.index.follow_imports:
             return {}

@@ -1,7 +1,7 @@
 """Notes reached through a symlink, and where their bytes really live.
 
 A vault's watch sees events in the vault's own directories, named by the paths it walked. A note
-that is a symlink (`CLAUDE.md -> AGENTS.md` in a repository, `~/.claude/CLAUDE.md ->
+that is a symlink (`CLAUDE.md -> README.md` in a repository, `~/.claude/CLAUDE.md ->
 ~/dotfiles/CLAUDE.md`) changes when its target does, and that event names the target, which is
 no note, or is in a directory nobody watches; a symlinked folder of notes
 (`memory -> ~/Sync/memory`) is not entered by the watch at all. Left to the vault's watch,
