@@ -135,6 +135,29 @@ def test_files_a_claude_md_imports_are_notes_followed_at_once(daemon):
     assert daemon.paths("eland") == []
 
 
+def test_a_file_of_another_vault_a_claude_md_imports_is_followed_at_once(daemon, tmp_path):
+    """`@~/.claude/my-project.md` in a project's CLAUDE.md names a file of the ~/.claude vault:
+    it becomes a note there when the import is saved, follows its edits, and goes when the
+    import does."""
+    home = tmp_path / "home"
+    daemon.extra_env = {"HOME": str(home), "CLAUDE_CONFIG_DIR": ""}
+    daemon.vault_args += ["--vault", f"claude={home / '.claude'}"]
+    atomic_save(home / ".claude/CLAUDE.md", "# Global\n\nbe brief\n")
+    atomic_save(home / ".claude/my-project.md", "# Mine\n\nmy sandbox is the kestrel host\n")
+    atomic_save(daemon.vault / "CLAUDE.md", "# Project\n\nnothing imported yet\n")
+    daemon.start()
+    assert daemon.paths("kestrel") == []
+    atomic_save(daemon.vault / "CLAUDE.md", "# Project\n\nMine: @~/.claude/my-project.md\n")
+    daemon.wait_for(lambda: daemon.paths("kestrel") == ["my-project.md"])
+    hit = daemon.request({"op": "query", "text": "kestrel", "mode": "text"})["hits"][0]
+    assert (hit["vault"], hit["imported_by"]) == ("claude", "v:CLAUDE.md")
+    with open(home / ".claude/my-project.md", "w") as f:  # in place
+        f.write("# Mine\n\nmy sandbox is the lapwing host\n")
+    daemon.wait_for(lambda: daemon.paths("lapwing") == ["my-project.md"] and daemon.paths("kestrel") == [])
+    atomic_save(daemon.vault / "CLAUDE.md", "# Project\n\nno import now\n")
+    daemon.wait_for(lambda: daemon.paths("lapwing") == [])
+
+
 def test_moves_in_out_and_within_and_directory_moves(daemon, tmp_path):
     atomic_save(daemon.vault / "memory/a.md", "the elephant remembers\n")
     atomic_save(daemon.vault / "memory/sub/f.md", "a ferret hides\n")

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import os
 
-from conftest import note
+from conftest import note, write
 
-from vaultmem.config import Vault
-from vaultmem.imports import imported, resolve
+from vaultmem.config import Vault, resolve
+from vaultmem.imports import imported, locate
 from vaultmem.index import VaultIndex
 from vaultmem.inventory import take
 from vaultmem.notes import find_imports
+from vaultmem.search import Query, Searcher
 from vaultmem.usage import Usage
 
 
@@ -30,24 +31,40 @@ def test_imports_are_found_as_claude_code_reads_them():
                                   "/etc/vaultmem/team.md", "notes/with space.md")
 
 
-def test_an_import_is_taken_from_the_importing_file_and_must_stay_in_the_vault(tmp_path):
+def test_an_import_is_taken_from_the_importing_file_and_belongs_to_the_vault_that_holds_it(tmp_path):
     vault = Vault("v", tmp_path.resolve(), ("nested",))
-    assert resolve(vault, "pkg/CLAUDE.md", "./rules.md") == "pkg/rules.md"
-    assert resolve(vault, "pkg/CLAUDE.md", "../AGENTS.md") == "AGENTS.md"
-    assert resolve(vault, "CLAUDE.md", "../elsewhere.md") is None
-    assert resolve(vault, "CLAUDE.md", str(tmp_path / "docs" / "a.md")) == "docs/a.md"
-    assert resolve(vault, "CLAUDE.md", "/etc/passwd") is None
+    nested = Vault("n", tmp_path.resolve() / "nested")
+    both = [vault, nested]
+
+    def at(importer, raw, vaults=both):
+        found = locate(vaults, vault, importer, raw)
+        return found and (found[0].name, found[1])
+
+    assert at("pkg/CLAUDE.md", "./rules.md") == ("v", "pkg/rules.md")
+    assert at("pkg/CLAUDE.md", "../AGENTS.md") == ("v", "AGENTS.md")
+    assert at("CLAUDE.md", "nested/inner.md") == ("n", "inner.md")
+    assert at("CLAUDE.md", "nested/inner.md", [vault]) is None  # the nested vault's, not served
+    assert at("CLAUDE.md", "../elsewhere.md") is None
+    assert at("CLAUDE.md", str(tmp_path / "docs" / "a.md")) == ("v", "docs/a.md")
+    assert at("CLAUDE.md", "/etc/passwd") is None
+    assert at("CLAUDE.md", "~no-such-user-here/x.md") is None
     home = os.path.expanduser("~")
-    assert resolve(vault, "CLAUDE.md", "~/x.md") == (os.path.relpath(os.path.join(home, "x.md"), tmp_path)
-                                                     if home.startswith(str(tmp_path) + "/") else None)
+    assert at("CLAUDE.md", "~/x.md") == (("v", os.path.relpath(os.path.join(home, "x.md"), tmp_path))
+                                         if home.startswith(str(tmp_path) + "/") else None)
+    assert locate([nested], nested, "CLAUDE.md", "../up.md") is None
+    assert locate(both, nested, "CLAUDE.md", "../up.md") == (vault, "up.md")
     # followed from CLAUDE.md files only, hop by hop, at most five hops, each file once
     chain = {"CLAUDE.md": ("a.md",), "a.md": ("b.md",), "b.md": ("c.md",), "c.md": ("d.md",),
              "d.md": ("e.md",), "e.md": ("f.md",), "memory/x.md": ("g.md",),
              "pkg/CLAUDE.md": ("../a.md", ".git/config", "../nested/inner.md", "node_modules/m/README.md"),
              ".claude/rules/api.md": ("../../docs/api.md",), "CLAUDE.local.md": ("mine.md",)}
-    got = imported(vault, chain, ("**/.git/**", "**/node_modules/**"))
-    assert got == {"a.md": "CLAUDE.md", "b.md": "a.md", "c.md": "b.md", "d.md": "c.md", "e.md": "d.md",
-                   "docs/api.md": ".claude/rules/api.md", "mine.md": "CLAUDE.local.md"}
+    excluded = ("**/.git/**", "**/node_modules/**")
+    within = {"a.md": "CLAUDE.md", "b.md": "a.md", "c.md": "b.md", "d.md": "c.md", "e.md": "d.md",
+              "docs/api.md": ".claude/rules/api.md", "mine.md": "CLAUDE.local.md"}
+    assert imported([vault], {"v": chain}, excluded) == {"v": within}
+    # the nested vault's file is its own note, imported from the other vault (and on from there)
+    got = imported(both, {"v": chain, "n": {"inner.md": ("deeper.md",)}, "x": {"CLAUDE.md": ("y.md",)}}, excluded)
+    assert got == {"v": within, "n": {"inner.md": "v:pkg/CLAUDE.md", "deeper.md": "inner.md"}}
 
 
 def paths(env, text):
@@ -149,11 +166,49 @@ def test_follow_imports_off_leaves_imported_files_out(env):
     assert env.sync().added == 1 and paths(env, "gerenuk") == ["CONTRIBUTING.md"]
 
 
-def test_an_import_from_outside_the_vault_is_said_once_per_read(env, caplog):
+def test_an_import_from_outside_every_vault_is_said_once_per_read(env, caplog):
     env.write("CLAUDE.md", "# Project\n\n@../shared/rules.md and @AGENTS.md; ask @alice\n")
     env.write("memory/m.md", "a note that mentions @../elsewhere.md, which is no import\n")
     with caplog.at_level("WARNING", logger="vaultmem.index"):
         env.sync()
         env.sync()  # not read again: nothing said again
-    said = [r.getMessage() for r in caplog.records if "outside vault" in r.getMessage()]
-    assert len(said) == 1 and "imports ../shared/rules.md, which is outside vault v: not indexed" in said[0]
+    said = [r.getMessage() for r in caplog.records if "in no vault" in r.getMessage()]
+    assert len(said) == 1 and "imports ../shared/rules.md, which is in no vault: not indexed" in said[0]
+
+
+def test_a_file_another_vault_holds_is_a_note_there_when_a_claude_md_imports_it(tmp_path, monkeypatch, caplog):
+    """Claude Code's own way to keep instructions out of a repository is `@~/.claude/my-project.md`
+    in its CLAUDE.md. With ~/.claude and the project both vaults, that file is in the ~/.claude
+    vault, where no glob makes it a note: it must be one there, imported by the project's
+    CLAUDE.md, and not said to be in no vault. The same for a file of a vault nested in the
+    importer's, and for what the imported file imports in turn."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    write(home, ".claude/CLAUDE.md", "# Global\n\nbe brief\n")
+    write(home, ".claude/my-project.md", "# Mine\n\nMy sandbox is the kestrel host. See @team.md\n")
+    write(home, ".claude/team.md", "# Team\n\nThe heron channel for reviews.\n")
+    write(home, "src/proj/CLAUDE.md", "# Proj\n\n@~/.claude/my-project.md, @app/docs/guide.md\n")
+    write(home, "src/proj/app/docs/guide.md", "# Guide\n\nThe ibis release train.\n")
+    s = resolve({"state_dir": str(tmp_path / "state"), "vaults": [f"claude={home / '.claude'}",
+                 f"proj={home / 'src/proj'}", f"app={home / 'src/proj/app'}"]}, env={})
+
+    def found(text):
+        with VaultIndex(s) as idx:
+            hits, _ = Searcher(idx).search(Query(text, mode="text"))
+        return [(h.vault, h.path, h.imported_by) for h in hits]
+
+    with caplog.at_level("WARNING", logger="vaultmem.index"), VaultIndex(s, writable=True) as idx:
+        report = idx.sync(list(s.vaults))
+    assert (report.files, report.added) == (5, 5)
+    assert not [r for r in caplog.records if "in no vault" in r.getMessage()]
+    assert found("kestrel") == [("claude", "my-project.md", "proj:CLAUDE.md")]
+    assert found("heron") == [("claude", "team.md", "my-project.md")]
+    assert found("ibis") == [("app", "docs/guide.md", "proj:CLAUDE.md")]
+
+    write(home, "src/proj/CLAUDE.md", "# Proj\n\nnothing imported now\n")  # seen as the daemon sees it
+    with VaultIndex(s, writable=True) as idx:
+        report = idx.update(s.vaults[1], {"CLAUDE.md"})
+    assert (report.updated, report.removed) == (1, 3)
+    assert found("kestrel") == [] and found("heron") == [] and found("ibis") == []
+    assert (home / ".claude/my-project.md").read_text().startswith("# Mine")  # only ever read

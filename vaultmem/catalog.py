@@ -161,10 +161,12 @@ class Catalog:
         """Every known note path of a vault (indexed and skipped), vault-relative."""
         return [r[0] for r in self.db.execute("SELECT path FROM notes WHERE vault=?", (vault,))]
 
-    def imports(self, vault: str) -> dict[str, tuple[str, ...]]:
-        """The `@path` imports of a vault's notes that have any, as written, by note path."""
-        rows = self.db.execute("SELECT path, imports FROM notes WHERE vault=? AND imports IS NOT NULL", (vault,))
-        return {r[0]: tuple(json.loads(r[1])) for r in rows}
+    def imports(self) -> dict[str, dict[str, tuple[str, ...]]]:
+        """The `@path` imports of the notes that have any, as written, by vault and note path."""
+        out: dict[str, dict[str, tuple[str, ...]]] = {}
+        for vault, path, raws in self.db.execute("SELECT vault, path, imports FROM notes WHERE imports IS NOT NULL"):
+            out.setdefault(vault, {})[path] = tuple(json.loads(raws))
+        return out
 
     def pending(self) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT key FROM pending")}

@@ -500,7 +500,8 @@ class Daemon:
         for v in vaults:
             self.writer.catalog.put_vault(v)
         self.vaults = {v.name: v for v in vaults}
-        self.imported = {v.name: frozenset(self.writer.imported(v)) for v in vaults}  # as last indexed
+        every = self.writer.imported_all()
+        self.imported = {v.name: frozenset(every.get(v.name, ())) for v in vaults}  # as last indexed
         for v in self.writer.vaults():
             if v.name not in self.vaults:
                 log.warning("vault %s (%s) is in the index but not in the config: its notes are answered as last "
@@ -933,8 +934,9 @@ class Daemon:
         imported from now on is looked at once more: an edit made while the writer read the
         CLAUDE.md that imports it was not yet its to see."""
         assert self.writer is not None
-        for name, v in self.vaults.items():
-            now = frozenset(self.writer.imported(v))
+        every = self.writer.imported_all()
+        for name in self.vaults:
+            now = frozenset(every.get(name, ()))
             for rel in sorted(now - self.imported.get(name, frozenset())):
                 self.enqueue(Work("path", vault=name, rel=rel))
             self.imported[name] = now

@@ -1,13 +1,14 @@
-"""Which files a vault's CLAUDE.md files import: Claude Code reads `@path` imports into the
+"""Which files the vaults' CLAUDE.md files import: Claude Code reads `@path` imports into the
 agent's context with the CLAUDE.md itself (`See @CONTRIBUTING.md`, `@docs/git.md`), so vaultmem
-indexes those files as notes of the vault too, whatever the include globs say.
+indexes those files as notes too, whatever the include globs say.
 
 Pure path work over what the catalog keeps of each note (`Note.imports`, the paths as written,
 found by notes.find_imports): nothing here reads a note or touches the index. As in Claude Code
 a relative path is taken from the importing file's directory, `~/` from the home directory, and
 imports are followed from CLAUDE.md, CLAUDE.local.md, AGENTS.md and rule files through at most
-MAX_DEPTH hops. A file outside the vault, under an excluded path or in a nested vault is not
-this vault's.
+MAX_DEPTH hops. An imported file is a note of the vault that holds it (the innermost), which
+need not be the importer's: a project's `@~/.claude/my-project.md` is one of the ~/.claude
+vault's. A file in no vault, or under an excluded path, is no note.
 """
 
 from __future__ import annotations
@@ -41,47 +42,56 @@ def loaded_with_claude_md(path: str, imported_by: str | None) -> bool:
     return imported_by is not None or posixpath.basename(path).lower() in INSTRUCTION_FILES or is_rule(path)
 
 
-def resolve(vault: Vault, importer: str, raw: str) -> str | None:
-    """The vault-relative POSIX path `raw` names when written in the note at `importer`, or
-    None when that is outside the vault."""
-    if raw.startswith("~"):
-        raw = os.path.expanduser(raw)
-        if raw.startswith("~"):  # ~user of no user
-            return None
-    if os.path.isabs(raw):
-        full = os.path.normpath(raw)
-        rel = relpath_in(vault, full)
-        if rel is None:  # the home directory through a symlink (vault roots are real paths)
-            rel = relpath_in(vault, os.path.realpath(full))
-        return rel if rel not in (None, ".") else None
-    rel = posixpath.normpath(posixpath.join(posixpath.dirname(importer), raw))
-    return None if rel == "." or rel == ".." or rel.startswith("../") else rel
+def locate(vaults: list[Vault], vault: Vault, importer: str, raw: str) -> tuple[Vault, str] | None:
+    """The vault and vault-relative POSIX path that `raw` names when written in the note at
+    `importer` of `vault`: in that vault, or in the innermost of `vaults` that holds it (a
+    project's `@~/.claude/my-project.md` is a file of the ~/.claude vault when that is one);
+    None when no vault does."""
+    if not raw.startswith("~") and not os.path.isabs(raw):  # most imports: no need to look further
+        rel = posixpath.normpath(posixpath.join(posixpath.dirname(importer), raw))
+        if rel != "." and rel != ".." and not rel.startswith("../") and vault.owns(rel):
+            return vault, rel
+    full = os.path.expanduser(raw)
+    if full.startswith("~"):  # ~user of no user
+        return None
+    full = os.path.normpath(os.path.join(str(vault.root), posixpath.dirname(importer), full))
+    for path in dict.fromkeys((full, os.path.realpath(full))):  # a home reached through a symlink
+        held = [(v, rel) for v in vaults if (rel := relpath_in(v, path)) not in (None, ".")]
+        if held:
+            owner, rel = max(held, key=lambda h: len(h[0].root.parts))
+            return (owner, rel) if owner.owns(rel) else None
+    return None
 
 
-def outside(vault: Vault, importer: str, raws: tuple[str, ...]) -> list[str]:
-    """Those of a note's imports that name a path outside its vault (not indexed)."""
+def outside(vaults: list[Vault], vault: Vault, importer: str, raws: tuple[str, ...]) -> list[str]:
+    """Those of a note's imports that name a path in none of `vaults` (not indexed)."""
     if not reads_imports(vault.globbed(importer)):
         return []
-    return [raw for raw in raws if resolve(vault, importer, raw) is None]
+    return [raw for raw in raws if locate(vaults, vault, importer, raw) is None]
 
 
-def imported(vault: Vault, imports: dict[str, tuple[str, ...]], exclude: tuple[str, ...]) -> dict[str, str]:
-    """The files the vault's CLAUDE.md files import, directly or through imported files, by
-    vault-relative path, each with the note that imports it first. `imports` is every note's
-    imports as written, by path."""
-    frontier = sorted(p for p in imports if reads_imports(vault.globbed(p)))
+def imported(vaults: list[Vault], imports: dict[str, dict[str, tuple[str, ...]]],
+             exclude: tuple[str, ...]) -> dict[str, dict[str, str]]:
+    """The files the vaults' CLAUDE.md files import, directly or through imported files: by
+    vault and vault-relative path, each with the note that imports it first (its path, or
+    `vault:path` when that note is in another vault). A file is a note of the vault that holds
+    it, whichever vault the note importing it is in. `imports` is every note's imports as
+    written, by vault and path."""
+    by_name = {v.name: v for v in vaults}
+    frontier = sorted((v.name, p) for v in vaults for p in imports.get(v.name, {}) if reads_imports(v.globbed(p)))
     seen = set(frontier)
-    out: dict[str, str] = {}
+    out: dict[str, dict[str, str]] = {}
     for _ in range(MAX_DEPTH):
-        following: list[str] = []
-        for importer in frontier:
-            for raw in imports.get(importer, ()):
-                rel = resolve(vault, importer, raw)
-                if rel is None or rel in seen or not vault.owns(rel) or matches(vault.globbed(rel), exclude):
+        following: list[tuple[str, str]] = []
+        for name, importer in frontier:
+            for raw in imports.get(name, {}).get(importer, ()):
+                found = locate(vaults, by_name[name], importer, raw)
+                if found is None or (found[0].name, found[1]) in seen or matches(found[0].globbed(found[1]), exclude):
                     continue
-                seen.add(rel)
-                out[rel] = importer
-                following.append(rel)
+                owner, rel = found
+                seen.add((owner.name, rel))
+                out.setdefault(owner.name, {})[rel] = importer if owner.name == name else f"{name}:{importer}"
+                following.append((owner.name, rel))
         if not following:
             break
         frontier = following

@@ -297,15 +297,17 @@ class VaultIndex:
         report = SyncReport()
         scanned: dict[str, ScannedFile] = {}
         known: dict[str, FileState] = {}
-        imported: dict[str, set[str]] = {}  # vault -> the files its CLAUDE.md files import, as last indexed
+        imported: dict[str, set[str]] = {}  # vault -> the files CLAUDE.md files import into it, as last indexed
         renamed = self._renamed(vaults)
         for vault in vaults:
             self.catalog.put_vault(vault)
+        every = self.imported_all()
+        for vault in vaults:
             if not vault.root.is_dir():
                 log.warning("vault %s: directory %s not found; its notes are kept as last indexed", vault.name, vault.root)
                 report.missing.append(vault.name)
                 continue
-            imported[vault.name] = set(self.imported(vault))
+            imported[vault.name] = set(every.get(vault.name, ()))
             scanned.update(self._note_files(vault, imported[vault.name]))
             known.update(self.catalog.files(vault.name))
             for old in renamed.get(vault.name, []):  # gone under the old name: moved, vectors reused
@@ -320,9 +322,7 @@ class VaultIndex:
         vault_names = {v.name for v in vaults} - set(report.missing)
         pending = {k for k in self.catalog.pending() if k.split(":", 1)[0] in vault_names}
         self._reconcile(scanned, known, pending | redo, report, progress, full=True)
-        for vault in vaults:
-            if vault.name in imported:
-                self._follow_imports(vault, imported[vault.name], report)
+        self._follow_imports([v for v in vaults if v.name in imported], imported, report)
         for new, olds in renamed.items():
             for old in olds:
                 if not self.catalog.files(old):
@@ -355,9 +355,12 @@ class VaultIndex:
         if not vault.root.is_dir():
             report.missing.append(vault.name)
             return report
-        imported = set(self.imported(vault))
-        self._update(vault, paths, imported, report)
-        self._follow_imports(vault, imported, report)
+        # a CLAUDE.md may import a file of another vault (`@~/.claude/my-project.md`)
+        vaults = [vault, *(v for v in self.served() if v.name != vault.name and v.root.is_dir())]
+        every = self.imported_all()
+        imported = {v.name: set(every.get(v.name, ())) for v in vaults}
+        self._update(vault, paths, imported[vault.name], report)
+        self._follow_imports(vaults, imported, report)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -380,12 +383,17 @@ class VaultIndex:
 
     # -------------------------------------------------------------- imports
 
-    def imported(self, vault: Vault) -> dict[str, str]:
-        """The files a vault's CLAUDE.md files import (`@docs/git.md`), directly or not, as last
-        indexed: path -> the note that imports it (imports.py). Each is a note of the vault."""
+    def imported_all(self) -> dict[str, dict[str, str]]:
+        """The files the CLAUDE.md files of every vault import (`@docs/git.md`), directly or not,
+        as last indexed: vault -> path -> the note that imports it (imports.py). Each is a note
+        of the vault that holds it."""
         if not self.settings.index.follow_imports:
             return {}
-        return imports.imported(vault, self.catalog.imports(vault.name), self.settings.index.exclude)
+        return imports.imported(self.vaults(), self.catalog.imports(), self.settings.index.exclude)
+
+    def imported(self, vault: Vault) -> dict[str, str]:
+        """The files imported into `vault` (imported_all)."""
+        return self.imported_all().get(vault.name, {})
 
     def note_files(self, vault: Vault) -> dict[str, ScannedFile]:
         """Every note file of a vault on disk: the include globs' and the imported ones."""
@@ -404,21 +412,25 @@ class VaultIndex:
         cannot find it: said once each time the CLAUDE.md is read."""
         if not note.imports or not self.settings.index.follow_imports:
             return
-        vault = next((v for v in self.vaults() if v.name == note.vault), None)
-        for raw in imports.outside(vault, note.path, note.imports) if vault is not None else ():
-            log.warning("%s imports %s, which is outside vault %s: not indexed (add its directory as a vault "
-                        "to search it)", s.abspath, raw, note.vault)
+        vaults = self.vaults()
+        vault = next((v for v in vaults if v.name == note.vault), None)
+        for raw in imports.outside(vaults, vault, note.path, note.imports) if vault is not None else ():
+            log.warning("%s imports %s, which is in no vault: not indexed (add its directory as a vault to "
+                        "search it)", s.abspath, raw)
 
-    def _follow_imports(self, vault: Vault, before: set[str], report: SyncReport) -> None:
-        """Notes just indexed may import other files than `before` (a CLAUDE.md edited, or read
-        for the first time): index the files imported now and drop those no longer imported,
-        one hop at a time."""
+    def _follow_imports(self, vaults: list[Vault], before: dict[str, set[str]], report: SyncReport) -> None:
+        """Notes just indexed may import other files than `before` (vault -> paths; a CLAUDE.md
+        edited, or read for the first time): index the files imported into `vaults` now and
+        drop those no longer imported, one hop at a time."""
         for _ in range(imports.MAX_DEPTH + 1):
-            now = set(self.imported(vault))
-            if now == before:
+            every, changed = self.imported_all(), False
+            for vault in vaults:
+                now, was = set(every.get(vault.name, ())), before.get(vault.name, set())
+                if now != was:
+                    self._update(vault, now ^ was, now, report)
+                    before[vault.name], changed = now, True
+            if not changed:
                 return
-            self._update(vault, now ^ before, now, report)
-            before = now
 
     def _reconcile(self, scanned: dict[str, ScannedFile], known: dict[str, FileState], redo: set[str],
                    report: SyncReport, progress: Callable[[int, int, int], None] | None,

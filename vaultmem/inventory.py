@@ -78,7 +78,7 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
             found["never_retrieved"].append({"note": r["key"], "days": int((now - known) // DAY)})
 
     vaults = {v.name: v for v in idx.vaults()}
-    imported = {name: idx.imported(v) for name, v in vaults.items()}
+    imported = idx.imported_all()
     for r in current:
         seen_as = vaults[r["vault"]].globbed(r["path"]) if r["vault"] in vaults else r["path"]
         if loaded_with_claude_md(seen_as, imported.get(r["vault"], {}).get(r["path"])):

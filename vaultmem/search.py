@@ -269,18 +269,14 @@ class Searcher:
         sup_paths = {k: k.split(":", 1)[1] for k in sup_keys}
         terms = highlight_terms(q.text)
         hits = []
-        vaults = {v.name: v for v in self.index.vaults()}
-        vault_roots = {name: v.root for name, v in vaults.items()}
-        imported: dict[str, dict[str, str]] = {}  # vault -> imported file -> importer
+        vault_roots = {v.name: v.root for v in self.index.vaults()}
+        imported = self.index.imported_all() if top else {}  # vault -> imported file -> importer
         for score, key, parts in top:
             row = notes[key]
             if unknown:
                 parts["unknown_words"] = unknown  # no note has them: matched by spelling (trigrams)
             ch = chunks.get(chunk_for[key])
             text = ch["text"] if ch else row["preview"] or ""
-            if row["vault"] not in imported:
-                v = vaults.get(row["vault"])
-                imported[row["vault"]] = self.index.imported(v) if v is not None else {}
             hits.append(Hit(
                 path=row["path"], vault=row["vault"],
                 line_start=ch["line_start"] if ch else 1, line_end=ch["line_end"] if ch else 1,
@@ -294,7 +290,7 @@ class Searcher:
                 snippet=make_snippet(text, terms, cfg.snippet_chars, unknown),
                 preview=row["preview"] or "",
                 changed=_changed(vault_roots.get(row["vault"]), row),
-                imported_by=imported[row["vault"]].get(row["path"]),
+                imported_by=imported.get(row["vault"], {}).get(row["path"]),
                 extra=extra_keys(json.loads(row["meta"] or "{}")),
                 explain=parts if q.explain else None,
                 section=_clip(text, q.section_chars) if q.section_chars else None,
