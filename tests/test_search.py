@@ -67,6 +67,13 @@ def test_a_rule_of_claude_codes_is_a_note_and_keeps_its_paths(example):
     assert hit.path == ".claude/rules/migrations.md" and hit.extra == {"paths": ["migrations/**/*.py"]}
 
 
+def test_an_agents_md_is_a_note_of_its_own(example):
+    """web/AGENTS.md has no CLAUDE.md beside it or importing it: it is a note because every
+    coding agent reads it (Claude Code too, in a folder with no CLAUDE.md)."""
+    hit = example.query("npm or pnpm for the web dashboard", k=1)[0]
+    assert (hit.path, hit.imported_by, hit.heading) == ("web/AGENTS.md", None, "AGENTS.md › Setup")
+
+
 def test_filters_tags_kind_topic_path(example):
     assert {h.path for h in example.query("deploy", tags=("kubernetes",))} == {"memory/deploy-2026-05.md"}
     assert {h.path for h in example.query("deploy", tags=("ops", "ko"))} == {"memory/배포-체크리스트.md"}
