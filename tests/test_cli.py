@@ -212,10 +212,12 @@ def test_status_says_when_claude_codes_own_memory_is_in_no_vault(indexed, tmp_pa
         assert r.returncode == 0, r.stderr
         return r.stdout
 
-    assert f"{hint} {home / '.claude'} (CLAUDE.md, projects/*/memory/) is in no vault" in status()
+    assert f"{hint} {home / '.claude'} (CLAUDE.md, projects/*/memory/, agent-memory/) is in no vault" in status()
     assert f"add `--vault {home / '.claude'}`" in status()
     assert hint not in status("-q"), "-q: results and errors only"
     assert hint not in status(CLAUDE_CONFIG_DIR=str(tmp_path / "elsewhere")), "no memory there"
+    write(tmp_path, "elsewhere/agent-memory/reviewer/style.md", "a subagent's own memory\n")
+    assert f"{hint} {tmp_path / 'elsewhere'} " in status(CLAUDE_CONFIG_DIR=str(tmp_path / "elsewhere"))
     other = tmp_path / "state2"
     r = run_cli("index", "--vault", str(home / ".claude"), "--state-dir", str(other), env={"HOME": str(home)})
     assert r.returncode == 0, r.stderr

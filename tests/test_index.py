@@ -23,6 +23,10 @@ def test_default_globs_pick_what_coding_agents_read_as_memory(env):
     env.write(".claude/rules/testing.md", "---\npaths: ['tests/**']\n---\nrun pytest -x\n")
     env.write("app/.claude/rules/frontend/react.md", "hooks first\n")
     env.write(".claude/memory/x.md", "claude memory\n")
+    env.write(".claude/agent-memory/reviewer/MEMORY.md", "- [house style](house-style.md)\n")
+    env.write(".claude/agent-memory/reviewer/house-style.md", "the reviewer's own notes\n")
+    env.write("app/.claude/agent-memory-local/researcher/leads.md", "a subagent's local notes\n")
+    env.write("agent-memory/r/x.md", "no note outside .claude\n")
     env.write("memory/deep/y.md", "deep memory\n")
     env.write("docs/readme.md", "not a note\n")
     env.write("rules/r.md", "not a note either\n")
@@ -30,7 +34,7 @@ def test_default_globs_pick_what_coding_agents_read_as_memory(env):
     env.write("node_modules/memory/z.md", "dependency\n")
     env.write("node_modules/pkg/AGENTS.md", "a dependency's agent rules\n")
     report = env.sync()
-    assert report.files == 9 and report.added == 9
+    assert report.files == 12 and report.added == 12
     assert [h.path for h in env.query("wombat", mode="text")] == ["svc/api/AGENTS.md"]
 
 
@@ -611,13 +615,15 @@ def test_a_vault_that_is_a_claude_directory_has_its_rules_found(tmp_path):
     e.write("rules/python.md", "# Python\n\nuse uv, never pip; see @../shared/py.md\n")
     e.write("shared/py.md", "# Shared\n\nruff, line length 100\n")  # a rule's import
     e.write("projects/-home-me-app/memory/m.md", "the app deploys on Fridays\n")
+    e.write("agent-memory/reviewer/style.md", "a user-scope subagent's notes: tabs are fine\n")
     e.write("todos/t.md", "not a note\n")
     e.write("rules/node_modules/x/README.md", "never a note\n")
     # Claude Code's plugins: clones of other people's repositories, not this user's memory
     e.write("plugins/marketplaces/tools/CLAUDE.md", "# Marketplace\n\nbump the skills count\n")
     e.write("plugins/cache/tools/lint/1.0.3/memory/notes.md", "a plugin's own notes\n")
-    assert e.sync().added == 4
+    assert e.sync().added == 5
     assert [h.path for h in e.query("uv pip", mode="text")] == ["rules/python.md"]
+    assert [h.path for h in e.query("tabs", mode="text")] == ["agent-memory/reviewer/style.md"]
     assert [h.imported_by for h in e.query("ruff", mode="text")] == ["rules/python.md"]
     s = e.settings()
     with VaultIndex(s, writable=True) as idx:  # the daemon's per-path update agrees
@@ -628,7 +634,7 @@ def test_a_vault_that_is_a_claude_directory_has_its_rules_found(tmp_path):
     from vaultmem.usage import Usage
     with VaultIndex(s) as idx:  # rules are instructions, asked for no topic, as in a project
         missing = take(idx, Usage(s.state_dir), s)["findings"]["missing_topic"]
-    assert [f["note"] for f in missing] == ["v:projects/-home-me-app/memory/m.md"]
+    assert [f["note"] for f in missing] == ["v:agent-memory/reviewer/style.md", "v:projects/-home-me-app/memory/m.md"]
     from vaultmem.daemon import _concerns
     cfg = s.index
     assert _concerns(s.vaults[0], "rules/go.md", False, cfg.include, cfg.exclude)

@@ -155,19 +155,20 @@ def project_words(project: Path) -> str:
 
 def unindexed_claude_home(roots: list[str]) -> str | None:
     """What to tell the user when Claude Code's directory (~/.claude, or $CLAUDE_CONFIG_DIR)
-    holds memory (its CLAUDE.md, a project's auto memory) that no vault root in `roots`
-    covers; else None. Said by `vaultmem status` and the MCP status tool."""
+    holds memory (its CLAUDE.md, a project's auto memory, a subagent's memory) that no vault
+    root in `roots` covers; else None. Said by `vaultmem status` and the MCP status tool."""
     home = claude_home()
     try:
         real = home.resolve()
-        if not (real / "CLAUDE.md").is_file() and next(real.glob("projects/*/memory/*.md"), None) is None:
+        if not (real / "CLAUDE.md").is_file() and not any(
+                next(real.glob(pattern), None) for pattern in ("projects/*/memory/*.md", "agent-memory/*/*.md")):
             return None
     except OSError:
         return None
     if any(real.is_relative_to(root) for root in roots):
         return None
-    return (f"Claude Code's own memory in {home} (CLAUDE.md, projects/*/memory/) is in no vault, so it is not "
-            f"searched: add `--vault {home}`")
+    return (f"Claude Code's own memory in {home} (CLAUDE.md, projects/*/memory/, agent-memory/) is in no vault, "
+            f"so it is not searched: add `--vault {home}`")
 
 
 CLAUDE_SLUG_MAX = 200  # Claude Code cuts a longer project name here and adds a hash of the path

@@ -27,7 +27,7 @@ DEFAULTS: dict[str, Any] = {
     "vaults": {},  # name -> directory
     "index": {
         "include": ["**/CLAUDE.md", "**/CLAUDE.local.md", "**/AGENTS.md", "**/.claude/rules/**/*.md",
-                    "**/memory/**/*.md"],
+                    "**/memory/**/*.md", "**/.claude/agent-memory*/**/*.md"],
         "exclude": [
             "**/.git/**", "**/node_modules/**", "**/.venv/**", "**/venv/**", "**/site-packages/**",
             "**/__pycache__/**", "**/.tox/**", "**/.nox/**", "**/.mypy_cache/**", "**/.pytest_cache/**",
