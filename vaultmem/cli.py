@@ -92,7 +92,7 @@ class _Help(argparse.RawDescriptionHelpFormatter):
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vaultmem",
-        description="Local memory for AI coding agents: search your CLAUDE.md and memory/*.md notes "
+        description="Local memory for AI coding agents: search your CLAUDE.md, AGENTS.md and memory notes "
                     "by words and meaning, newest version of each fact first.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"vaultmem {__version__}")
