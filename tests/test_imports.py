@@ -205,6 +205,8 @@ def test_a_file_another_vault_holds_is_a_note_there_when_a_claude_md_imports_it(
     assert found("kestrel") == [("claude", "my-project.md", "proj:CLAUDE.md")]
     assert found("heron") == [("claude", "team.md", "my-project.md")]
     assert found("ibis") == [("app", "docs/guide.md", "proj:CLAUDE.md")]
+    with VaultIndex(s) as idx:  # loaded with the CLAUDE.md, so asked for no topic: instructions, not facts
+        assert take(idx, Usage(s.state_dir), s)["findings"]["missing_topic"] == []
 
     write(home, "src/proj/CLAUDE.md", "# Proj\n\nnothing imported now\n")  # seen as the daemon sees it
     with VaultIndex(s, writable=True) as idx:
