@@ -28,7 +28,7 @@ from .config import Settings
 from .errors import UsageError, VaultmemError
 
 INSTRUCTIONS = """vaultmem is this user's long-term memory: decisions, corrections, conventions and
-lessons kept as Markdown notes (CLAUDE.md and memory/*.md). Call `recall` before you decide
+lessons kept as Markdown notes (CLAUDE.md, AGENTS.md, memory notes). Call `recall` before you decide
 something the user or an earlier session may already have settled (how to deploy, test, name,
 structure, which library or API version to use), and when the user refers to something from
 before. Call `remember` when you learn a fact worth keeping for the next session: a decision, a
