@@ -143,3 +143,38 @@ def test_the_e5_kind_is_accepted_by_the_config_and_an_unknown_one_is_not():
     assert resolve({"embedder": {"kind": "e5"}}, env={}).embedder.kind == "e5"
     with pytest.raises(Exception, match="use, e5, ollama or openai"):
         resolve({"embedder": {"kind": "e6"}}, env={})
+
+
+def test_a_query_is_embedded_on_one_blas_thread_with_the_models_own_arrays(tmp_path):
+    """The daemon's writer embeds notes with every core; a query asking for as many BLAS
+    threads meanwhile waited on them (p99 of queries under edits about halved with one). The
+    query's backend is a view of the model's own arrays (no second copy of its 65 MB table),
+    and follows the table when map_table moves it to a file map."""
+    from threadpoolctl import threadpool_info
+    emb = UseEmbedder(threads=2)
+    texts = [q for q, _ in QUERIES]
+    want = emb.embed(texts)
+    assert np.allclose(emb.embed_query(texts), want, atol=1e-5)
+    backend, one = emb._model._backend, emb._query_backend
+    assert one is not backend and (one.threads, backend.threads) == (1, 2)
+    assert one.table is backend.table and one.proj_W is backend.proj_W and one.w1 is backend.w1
+    blas = []
+
+    def watched(b):
+        real = b._encode
+        b._encode = lambda batch: (
+            blas.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}), real(batch))[1]
+
+    heap = backend.table
+    try:
+        watched(backend)
+        watched(one)
+        emb.embed(texts[:1])
+        emb.embed_query(texts[:1])
+        assert blas == [{2}, {1}]  # the notes' encode on two threads, the query's on one
+        assert emb.map_table(tmp_path) == heap.nbytes
+        assert np.allclose(emb.embed_query(texts), want, atol=1e-5)
+        assert emb._query_backend.table is backend.table  # the map, not the heap table kept alive
+    finally:
+        vars(backend).pop("_encode", None)  # the model is shared with the other tests
+        backend.table = heap
