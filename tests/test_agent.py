@@ -1,5 +1,6 @@
 """Agents: the MCP server driven over stdio by the SDK's own client, against a real daemon and
-without one; the session-start hook's budget and relevance on vault-example; recall budgets."""
+without one; the session-start and prompt hooks' budgets and relevance on vault-example, and
+their installation; recall budgets."""
 
 import asyncio
 import json
@@ -337,16 +338,37 @@ def test_hook_install_keeps_the_settings_file_and_is_idempotent(tmp_path):
     settings.write_text(json.dumps({"permissions": {"allow": ["Bash(ls)"]},
                                     "hooks": {"Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}}))
     r = run_cli("hook", "install", "--settings", str(settings))
-    assert r.returncode == 0 and "added" in r.stdout
+    assert r.returncode == 0 and r.stdout.count("added") == 2, r.stdout
     data = json.loads(settings.read_text())
     assert data["permissions"] == {"allow": ["Bash(ls)"]} and data["hooks"]["Stop"]
     [entry] = data["hooks"]["SessionStart"]
-    assert entry["hooks"][0]["command"].endswith("hook session-start")
+    assert entry["hooks"][0]["command"].endswith("hook session-start") and entry["matcher"]
+    [entry] = data["hooks"]["UserPromptSubmit"]
+    assert entry["hooks"][0]["command"].endswith("hook user-prompt-submit") and "matcher" not in entry
     again = run_cli("hook", "install", "--settings", str(settings))
-    assert "already" in again.stdout and json.loads(settings.read_text()) == data
+    assert again.stdout.count("already") == 2 and json.loads(settings.read_text()) == data
     settings.write_text("{broken")
     bad = run_cli("hook", "install", "--settings", str(settings))
     assert bad.returncode == 2 and settings.read_text() == "{broken"
+
+
+def test_hook_install_adds_the_prompt_hook_beside_an_installed_session_start_hook(tmp_path):
+    """A user who installed the session-start hook before the prompt hook existed runs install
+    again: the prompt hook is added, the session-start entry stays as it was (one, not two);
+    --only installs one hook alone."""
+    settings = tmp_path / "settings.json"
+    assert run_cli("hook", "install", "--only", "session-start", "--settings", str(settings)).returncode == 0
+    first = json.loads(settings.read_text())
+    assert list(first["hooks"]) == ["SessionStart"]
+    r = run_cli("hook", "install", "--settings", str(settings))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"the session-start hook is already in {settings}",
+                                     f"added the user-prompt-submit hook to {settings}"]
+    data = json.loads(settings.read_text())
+    assert data["hooks"]["SessionStart"] == first["hooks"]["SessionStart"] and len(data["hooks"]["UserPromptSubmit"]) == 1
+    printed = json.loads(run_cli("hook", "print", "--only", "user-prompt-submit").stdout)
+    assert list(printed["hooks"]) == ["UserPromptSubmit"]
+    assert printed["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].endswith(" hook user-prompt-submit")
 
 
 def test_hook_install_goes_where_claude_code_reads_its_settings(tmp_path):
@@ -356,7 +378,8 @@ def test_hook_install_goes_where_claude_code_reads_its_settings(tmp_path):
     home.mkdir()
     r = run_cli("hook", "install", env={"HOME": str(home), "CLAUDE_CONFIG_DIR": str(moved)})
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == f"added the session-start hook to {moved / 'settings.json'}"
+    assert r.stdout.splitlines() == [f"added the {a} hook to {moved / 'settings.json'}"
+                                     for a in ("session-start", "user-prompt-submit")]
     assert json.loads((moved / "settings.json").read_text())["hooks"]["SessionStart"]
     assert not (home / ".claude").exists()
     r = run_cli("hook", "install", env={"HOME": str(home)})
@@ -388,6 +411,85 @@ def test_hook_install_changes_no_byte_of_a_hand_kept_settings_file_and_follows_i
         bad = run_cli("hook", "install", "--settings", str(link))
         assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
         assert "is not shaped as Claude Code's settings are" in bad.stderr and kept.read_text() == shape
+
+
+# ------------------------------------------------------------------ the prompt hook
+
+
+def prompt_hook(state: Path, prompt: str, *args, session: str | None = None, raw: str | None = None):
+    event = {"hook_event_name": "UserPromptSubmit", "cwd": str(EXAMPLE), "prompt": prompt}
+    if session:
+        event["session_id"] = session
+    return run_cli("hook", "user-prompt-submit", "--state-dir", str(state), *args,
+                   input=raw if raw is not None else json.dumps(event))
+
+
+def test_prompt_hook_adds_the_current_note_a_prompt_bears_on_and_nothing_otherwise(example_state, tmp_path):
+    r = prompt_hook(example_state, "What must I check before I deploy to production?")
+    assert r.returncode == 0, r.stderr
+    assert "deploy-2026-05.md:" in r.stdout, r.stdout
+    assert "deploy-2025-03.md" not in r.stdout and "deploy-2025-09.md" not in r.stdout, "superseded versions are not"
+    assert estimate_tokens(r.stdout) <= 500
+    r = prompt_hook(example_state, "배포하기 전에 스테이징에서 무엇을 확인해야 하나요?")
+    assert "배포-체크리스트.md:" in r.stdout, r.stdout
+    assert prompt_hook(example_state, "npm or pnpm for the web dashboard?").stdout == "", \
+        "an AGENTS.md is in the session already: Claude Code loads it"
+    unrelated = "Write a haiku about autumn leaves falling on a quiet pond"
+    assert prompt_hook(example_state, unrelated).stdout == ""
+    ungated = tmp_path / "ungated.toml"
+    ungated.write_text("[agent]\nprompt_min_cosine = 0\n")
+    assert prompt_hook(example_state, unrelated, "--config", str(ungated)).stdout, \
+        "without the gate the same prompt gets notes: the gate is what keeps it quiet"
+    ask = "deploy procedure on Kubernetes with Argo CD"
+    out = prompt_hook(example_state, ask, "--budget", "100").stdout
+    assert out and estimate_tokens(out) <= 100, out
+    assert prompt_hook(example_state, ask, "--budget", "80").stdout == "", "no entry fits: nothing, not half of one"
+
+
+def test_prompt_hook_shows_a_note_once_per_session_and_again_after_compaction(tmp_path):
+    state = tmp_path / "state"
+    assert run_cli("index", "--vault", f"example={EXAMPLE}", "--state-dir", str(state)).returncode == 0
+    ask = "What must I check before I deploy to production?"
+    assert "deploy-2026-05.md" in prompt_hook(state, ask, session="s-1").stdout
+    assert "deploy-2026-05.md" not in prompt_hook(state, ask, session="s-1").stdout, "the session holds it already"
+    assert "deploy-2026-05.md" in prompt_hook(state, ask, session="s-2").stdout, "another session does not"
+    st = json.loads(run_cli("stats", "--json", "--state-dir", str(state)).stdout)
+    assert [n["note"] for n in st["notes"] if n["retrieved"]] == ["example:memory/deploy-2026-05.md"], \
+        "a note the hook showed counts as retrieved"
+    start = {"hook_event_name": "SessionStart", "session_id": "s-3", "cwd": str(EXAMPLE), "source": "startup"}
+    digest = run_cli("hook", "session-start", "--state-dir", str(state), input=json.dumps(start)).stdout
+    assert "deploy-2026-05.md" in digest
+    assert prompt_hook(state, ask, session="s-3").stdout == "", "the session-start digest showed it"
+    compacted = {**start, "source": "compact"}
+    assert run_cli("hook", "session-start", "--state-dir", str(state), "--budget", "1",
+                   input=json.dumps(compacted)).stdout == ""
+    assert "deploy-2026-05.md" in prompt_hook(state, ask, session="s-3").stdout, \
+        "after compaction the context no longer holds what it was shown"
+
+
+def test_prompt_hook_never_fails_a_prompt(example_state, tmp_path):
+    for raw in ("not json", "[1, 2]", json.dumps({"prompt": 42}), "", r'{"prompt": "\ud800 deploy to production"}'):
+        r = prompt_hook(example_state, "", raw=raw)
+        assert r.returncode == 0 and r.stdout == "", (raw, r.stdout, r.stderr)
+    for prompt in ("/clear", "   ", "?!", "/compact"):
+        r = prompt_hook(example_state, prompt)
+        assert r.returncode == 0 and r.stdout == "" and r.stderr == "", prompt
+    r = prompt_hook(tmp_path / "no-index", "What must I check before I deploy to production?")
+    assert r.returncode == 0 and r.stdout == "" and "no memories" in r.stderr
+
+
+@pytest.mark.slow
+def test_prompt_hook_through_a_real_daemon_sees_a_note_saved_a_moment_ago(daemon):
+    atomic_save(daemon.vault / "memory/ops.md", note("on-call", "The on-call rota changes every Monday.\n"))
+    daemon.start()
+    atomic_save(daemon.vault / "memory/pager.md",
+                note("pager escalation", "When the pager fires twice in an hour, escalate to the platform lead.\n"))
+    daemon.wait_for(lambda: "memory/pager.md" in daemon.paths("pager escalation"))
+    env = {"VAULTMEM_SOCKET": str(daemon.sock)}
+    event = json.dumps({"session_id": "d-1", "prompt": "The pager fired twice this hour, whom do I escalate to?"})
+    r = run_cli("hook", "user-prompt-submit", "--state-dir", str(daemon.state), input=event, env=env)
+    assert r.returncode == 0 and f"{daemon.vault}/memory/pager.md:" in r.stdout, r.stdout + r.stderr
+    assert "ops.md" not in r.stdout
 
 
 # ------------------------------------------------------------------ recall budgets

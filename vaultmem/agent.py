@@ -1,4 +1,5 @@
-"""What agents read: recall answers and the session-start digest, each within a token budget.
+"""What agents read: recall answers, the session-start digest and the notes added to a prompt,
+each within a token budget; and the installation of the hooks that print the last two.
 
 Agents pay for every token they read, so every answer here has a bound: hits carry the
 matching section of a note (clipped), never the whole file, and entries are dropped from the
@@ -12,11 +13,13 @@ opens an engine itself or writes a note.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -184,12 +187,15 @@ def claude_project_dir(project: Path) -> str:
     return f"projects/{slug[:CLAUDE_SLUG_MAX]}-*" if len(slug) > CLAUDE_SLUG_MAX else f"projects/{slug}"
 
 
-def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | None = None) -> str:
+def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | None = None,
+                  session_id: str | None = None, source: str | None = None) -> str:
     """The most relevant current memories for the project at `cwd`, as Markdown within
     `budget` tokens: the project's own notes first (its vault's memory notes, and Claude Code's
     memory for the project), then notes elsewhere that match what the project is doing now.
     CLAUDE.md, AGENTS.md, MEMORY.md and the files they import are left out: Claude Code loads
-    them already."""
+    them already. With a `session_id`, what is shown is remembered for the prompt hook; a
+    `source` other than "resume" (a new, cleared or compacted context) forgets what it was shown
+    before."""
     budget = budget or settings.agent.hook_tokens
     project = project_of(cwd)
     roots = vault_roots(backend)
@@ -203,12 +209,9 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
 
     def take(hits: list[dict]) -> None:
         for h in hits:
-            key = f"{h['vault']}:{h['path']}"
-            root = roots.get(h["vault"])
-            seen_as = Vault(h["vault"], Path(root)).globbed(h["path"]) if root else h["path"]
-            if key in seen or loaded_with_claude_md(seen_as, h.get("imported_by")):
+            if _key(h) in seen or _loaded_by_claude_code(h, roots):
                 continue
-            seen.add(key)
+            seen.add(_key(h))
             picked.append(h)
 
     base = {"op": "query", "text": text, "k": 30, "mode": "hybrid", "section_chars": 600, "record": False}
@@ -226,27 +229,134 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
             "are hidden; open a file at the given lines for the full note.\n")
     # the digest is head + "\n" + entries + tail; estimating its parts apart never counts less
     # than estimating the whole (each part's count rounds up)
-    used = estimate_tokens(head + "\n" + tail)
-    lines: list[str] = []
-    keys: list[str] = []
-    for h in picked:
-        entry = _entry(h, roots)
-        cost = estimate_tokens(entry)
-        if used + cost > budget:
-            short = _entry(h, roots, body_chars=160)
-            if used + estimate_tokens(short) > budget:
-                continue
-            entry, cost = short, estimate_tokens(short)
-        lines.append(entry)
-        keys.append(f"{h['vault']}:{h['path']}")
-        used += cost
+    lines, keys = _entries(picked, roots, budget - estimate_tokens(head + "\n" + tail))
+    _shown(backend, settings, keys, session_id, reset=source != "resume")
+    return head + "\n" + "".join(lines) + tail if lines else ""
+
+
+# ------------------------------------------------------------------ each prompt
+
+
+PROMPT_CHARS = 2000  # of a longer prompt (pasted logs, code), its head and tail are searched
+
+
+def prompt_query(prompt: str) -> str:
+    """What of a prompt is searched: a slash command's arguments (the command's own text is
+    not sent to hooks), the head and tail of a long prompt; "" when nothing is worth a search."""
+    text = prompt.strip()
+    if text.startswith("/"):
+        text = text.split(None, 1)[1] if len(text.split(None, 1)) == 2 else ""
+    if len(text) > PROMPT_CHARS:
+        text = text[: PROMPT_CHARS // 2] + "\n" + text[-PROMPT_CHARS // 2 :]
+    return text if any(ch.isalnum() for ch in text) else ""
+
+
+def prompt_context(backend: Backend, settings: Settings, prompt: str, session_id: str | None = None,
+                   budget: int | None = None) -> str:
+    """The notes that bear on a prompt the user just sent, as Markdown within `budget` tokens,
+    or "" when none does, as for most prompts. Of the best `[agent] prompt_notes` hits, a hit is
+    shown only when its best chunk's cosine with the prompt reaches `prompt_min_cosine` (scores
+    are relative to the other hits, so they cannot tell that nothing is relevant; a cosine can),
+    and not when Claude Code loads the file itself or this session was shown it already."""
+    cfg = settings.agent
+    text = prompt_query(prompt)
+    if not text:
+        return ""
+    hits = backend.request({"op": "query", "text": text, "k": cfg.prompt_notes, "mode": "hybrid",
+                            "section_chars": 600, "explain": True, "record": False})["hits"]
+    if cfg.prompt_min_cosine:
+        hits = [h for h in hits if (h.get("explain") or {}).get("cosine", -1.0) >= cfg.prompt_min_cosine]
+    if not hits:
+        return ""
+    shown = SessionNotes(settings.state_dir, session_id).load() if session_id else set()
+    roots = vault_roots(backend)
+    hits = [h for h in hits if _key(h) not in shown and not _loaded_by_claude_code(h, roots)]
+    head = "Notes from the user's memory (vaultmem) that may bear on this prompt; open a file for the whole note:\n"
+    lines, keys = _entries(hits, roots, (budget or cfg.prompt_tokens) - estimate_tokens(head), body_chars=300)
     if not lines:
         return ""
-    try:  # shown to the agent: a retrieval for stats and the inventory, though no query asked
-        backend.request({"op": "shown", "notes": keys})
+    _shown(backend, settings, keys, session_id)
+    return head + "".join(lines)
+
+
+class SessionNotes:
+    """The notes the hooks have shown one Claude Code session (by its session_id), so that a
+    prompt is not answered with a note the session holds already. A small file per session under
+    the state dir's `sessions/`; one untouched for SESSION_DAYS is removed when another is
+    written. Losing one costs a repeated note, nothing more."""
+
+    SESSION_DAYS = 2.0
+
+    def __init__(self, state_dir: Path, session_id: str):
+        self.dir = Path(state_dir) / "sessions"
+        name = hashlib.sha256(str(session_id).encode("utf-8", "surrogatepass")).hexdigest()[:32]
+        self.path = self.dir / f"{name}.json"
+
+    def load(self) -> set[str]:
+        try:
+            return {k for k in json.loads(self.path.read_text(encoding="utf-8"))["shown"] if isinstance(k, str)}
+        except (OSError, ValueError, KeyError, TypeError):
+            return set()
+
+    def add(self, keys: list[str], reset: bool = False) -> None:
+        shown = sorted((set() if reset else self.load()) | set(keys))
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"shown": shown}, ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, self.path)
+        stale = time.time() - self.SESSION_DAYS * 86400
+        for f in self.dir.iterdir():
+            try:
+                if f.stat().st_mtime < stale:
+                    f.unlink()
+            except OSError:
+                pass
+
+
+# ------------------------------------------------------------------ shared by the hooks
+
+
+def _key(hit: dict) -> str:
+    return f"{hit['vault']}:{hit['path']}"
+
+
+def _loaded_by_claude_code(hit: dict, roots: dict[str, str]) -> bool:
+    root = roots.get(hit["vault"])
+    seen_as = Vault(hit["vault"], Path(root)).globbed(hit["path"]) if root else hit["path"]
+    return loaded_with_claude_md(seen_as, hit.get("imported_by"))
+
+
+def _entries(hits: list[dict], roots: dict[str, str], budget: int, body_chars: int = 400) -> tuple[list[str], list[str]]:
+    """Entries for `hits` in order within `budget` tokens (one that does not fit is tried with a
+    shorter body, then left out), and the keys of the notes they show."""
+    lines: list[str] = []
+    keys: list[str] = []
+    used = 0
+    for h in hits:
+        entry = _entry(h, roots, body_chars)
+        if used + estimate_tokens(entry) > budget:
+            entry = _entry(h, roots, body_chars=min(160, body_chars))
+            if used + estimate_tokens(entry) > budget:
+                continue
+        lines.append(entry)
+        keys.append(_key(h))
+        used += estimate_tokens(entry)
+    return lines, keys
+
+
+def _shown(backend: Backend, settings: Settings, keys: list[str], session_id: str | None, reset: bool = False) -> None:
+    """Count the notes a hook showed as retrieved (for stats and the inventory, though no query
+    asked), and remember them for the session."""
+    try:
+        if keys:
+            backend.request({"op": "shown", "notes": keys})
     except (VaultmemError, DaemonUnavailable, OSError) as err:
-        log.warning("session-start: could not record the notes shown: %s", err)
-    return head + "\n" + "".join(lines) + tail
+        log.warning("hook: could not record the notes shown: %s", err)
+    try:
+        if session_id:
+            SessionNotes(settings.state_dir, session_id).add(keys, reset=reset)
+    except OSError as err:
+        log.warning("hook: could not remember what this session was shown: %s", err)
 
 
 def _entry(hit: dict, roots: dict[str, str], body_chars: int = 400) -> str:
@@ -265,15 +375,23 @@ def _entry(hit: dict, roots: dict[str, str], body_chars: int = 400) -> str:
 # ------------------------------------------------------------------ installing the hook
 
 
-def hook_entry(command: str) -> dict:
-    return {"matcher": "startup|resume|clear|compact", "hooks": [{"type": "command", "command": command, "timeout": 10}]}
+HOOKS = {"session-start": "SessionStart", "user-prompt-submit": "UserPromptSubmit"}  # vaultmem's name: Claude Code's
 
 
-def install_hook(settings_file: Path, command: str) -> bool:
-    """Add the session-start hook to a Claude Code settings file, keeping everything else in it
-    (and its indentation: Claude Code writes two spaces, a hand-kept file may use four or tabs).
-    Written atomically, through a symlink to its target; returns False when the hook was there
-    already. A file whose shape is not a settings file's is refused, untouched."""
+def hook_entry(action: str, command: str) -> dict:
+    """The settings entry that runs `command` (ending in `hook ACTION`) on the action's event."""
+    hook = {"type": "command", "command": command, "timeout": 10}
+    if action == "session-start":
+        return {"matcher": "startup|resume|clear|compact", "hooks": [hook]}
+    return {"hooks": [hook]}  # UserPromptSubmit takes no matcher
+
+
+def install_hook(settings_file: Path, commands: dict[str, str]) -> dict[str, bool]:
+    """Add vaultmem's hooks (`commands`: action to command) to a Claude Code settings file,
+    keeping everything else in it (and its indentation: Claude Code writes two spaces, a
+    hand-kept file may use four or tabs). Written atomically, through a symlink to its target,
+    and only when a hook was added; returns for each action whether it was (False: there
+    already). A file whose shape is not a settings file's is refused, untouched."""
     from .errors import UsageError
 
     data: Any = {}
@@ -286,16 +404,21 @@ def install_hook(settings_file: Path, command: str) -> bool:
             raise UsageError(f"{settings_file} is not valid JSON ({err}); fix it or add the hook by hand") from None
     had_hooks = isinstance(data, dict) and "hooks" in data
     hooks = data.setdefault("hooks", {}) if isinstance(data, dict) else None
-    entries = hooks.setdefault("SessionStart", []) if isinstance(hooks, dict) else None
-    if not isinstance(entries, list) or not all(
-            isinstance(e, dict) and isinstance(e.get("hooks", []), list) and all(isinstance(h, dict) for h in e.get("hooks", []))
-            for e in entries):
-        where = "the file" if hooks is None else "\"hooks\"" if entries is None else "\"hooks\".\"SessionStart\""
-        raise UsageError(f"{settings_file}: {where} is not shaped as Claude Code's settings are (an object of "
-                         "hook lists); fix it or add the hook by hand (`vaultmem hook print` shows it)")
-    if any(str(h.get("command", "")).endswith("hook session-start") for e in entries for h in e.get("hooks", [])):
-        return False
-    entries.append(hook_entry(command))
+    added: dict[str, bool] = {}
+    for action, command in commands.items():
+        event = HOOKS[action]
+        entries = hooks.setdefault(event, []) if isinstance(hooks, dict) else None
+        if not isinstance(entries, list) or not all(
+                isinstance(e, dict) and isinstance(e.get("hooks", []), list) and all(isinstance(h, dict) for h in e.get("hooks", []))
+                for e in entries):
+            where = "the file" if hooks is None else "\"hooks\"" if entries is None else f"\"hooks\".\"{event}\""
+            raise UsageError(f"{settings_file}: {where} is not shaped as Claude Code's settings are (an object of "
+                             "hook lists); fix it or add the hook by hand (`vaultmem hook print` shows it)")
+        added[action] = not any(str(h.get("command", "")).endswith(f"hook {action}") for e in entries for h in e.get("hooks", []))
+        if added[action]:
+            entries.append(hook_entry(action, command))
+    if not any(added.values()):
+        return added
     from .writing import replace_file
 
     found = re.search(r'^([ \t]+)"', text, re.M)
@@ -311,4 +434,4 @@ def install_hook(settings_file: Path, command: str) -> bool:
     else:
         new = json.dumps(data, ensure_ascii=False, indent=indent) + "\n"
     replace_file(settings_file, new)
-    return True
+    return added

@@ -237,20 +237,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--socket", metavar="PATH", help="the daemon's socket")
     _common(p)
 
-    p = sub.add_parser("hook", help="Claude Code hooks: the session-start memory digest",
-                       description="session-start: print the most relevant current memories for the project "
-                                   "in the working directory (read from the hook's JSON on stdin, or the "
-                                   "current directory), within a token budget. Claude Code adds the output to "
-                                   "the session's context. It never fails a session: on any error it prints "
-                                   "nothing and exits 0. install: add that hook to a Claude Code settings file.",
-                       epilog="examples:\n  vaultmem hook session-start --budget 800\n"
-                              "  vaultmem hook install              # ~/.claude/settings.json, or in $CLAUDE_CONFIG_DIR\n"
-                              "  vaultmem hook install --settings .claude/settings.json",
+    p = sub.add_parser("hook", help="Claude Code hooks: memories at session start and with each prompt",
+                       description="Hooks Claude Code runs, reading its JSON on stdin; what they print is added "
+                                   "to the session's context. They never fail a session: on any error they print "
+                                   "nothing and exit 0.\n\n"
+                                   "session-start: the most relevant current memories for the project in the "
+                                   "working directory, within a token budget ([agent] hook_tokens).\n"
+                                   "user-prompt-submit: the few notes that bear on the prompt just sent, or nothing "
+                                   "(as for most prompts): a note is shown only when its cosine with the prompt "
+                                   "reaches [agent] prompt_min_cosine, and not again in the same session.\n"
+                                   "install: add both hooks (or --only one) to a Claude Code settings file; "
+                                   "print: show the settings entries to add by hand.",
+                       epilog="examples:\n  vaultmem hook install              # ~/.claude/settings.json, or in $CLAUDE_CONFIG_DIR\n"
+                              "  vaultmem hook install --settings .claude/settings.json --only session-start\n"
+                              "  vaultmem hook session-start --budget 800\n"
+                              "  vaultmem hook user-prompt-submit --prompt 'why does the deploy need a smoke test?'",
                        formatter_class=_Help)
-    p.add_argument("action", choices=["session-start", "install", "print"],
-                   help="session-start: print the digest; install: add the hook; print: show the settings entry")
-    p.add_argument("--budget", type=int, metavar="TOKENS", help="size of the digest (default 1500 tokens)")
-    p.add_argument("--cwd", metavar="DIR", help="the project directory (default: from stdin JSON, else here)")
+    p.add_argument("action", choices=["session-start", "user-prompt-submit", "install", "print"],
+                   help="session-start or user-prompt-submit: run that hook; install: add the hooks; "
+                        "print: show the settings entries")
+    p.add_argument("--budget", type=int, metavar="TOKENS",
+                   help="size of what a hook prints (default: [agent] hook_tokens 1500, prompt_tokens 500)")
+    p.add_argument("--cwd", metavar="DIR", help="session-start: the project directory (default: from stdin JSON, else here)")
+    p.add_argument("--prompt", metavar="TEXT", help="user-prompt-submit: the prompt (default: from stdin JSON)")
+    p.add_argument("--only", choices=["session-start", "user-prompt-submit"], help="install, print: this hook alone")
     p.add_argument("--settings", metavar="FILE", help="install: the settings file (default settings.json in $CLAUDE_CONFIG_DIR, else in ~/.claude)")
     _common(p)
     _client(p)
@@ -707,28 +717,41 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def cmd_hook(args: argparse.Namespace) -> int:
     from . import agent
 
-    command = f"{_self_command()} hook session-start"
-    if args.action == "print":
-        print(json.dumps({"hooks": {"SessionStart": [agent.hook_entry(command)]}}, indent=2))
-        return 0
-    if args.action == "install":
+    if args.action in ("print", "install"):
+        commands = {a: f"{_self_command()} hook {a}" for a in agent.HOOKS if args.only in (None, a)}
+        if args.action == "print":
+            entries = {agent.HOOKS[a]: [agent.hook_entry(a, c)] for a, c in commands.items()}
+            print(json.dumps({"hooks": entries}, indent=2))
+            return 0
         from .config import claude_home
 
         target = Path(os.path.expanduser(args.settings)) if args.settings else claude_home() / "settings.json"
-        added = agent.install_hook(target, command)
-        print(f"{'added the session-start hook to' if added else 'the hook is already in'} {target}")
+        for action, added in agent.install_hook(target, commands).items():
+            print(f"added the {action} hook to {target}" if added else f"the {action} hook is already in {target}")
         return 0
-    cwd = args.cwd
-    if not cwd and not sys.stdin.isatty():
+    event: dict = {}
+    if not sys.stdin.isatty():
         try:
-            cwd = json.loads(sys.stdin.read() or "{}").get("cwd")
-        except (ValueError, AttributeError):
-            cwd = None
+            event = json.loads(sys.stdin.read() or "{}")
+        except (ValueError, UnicodeDecodeError):
+            event = {}
+        event = event if isinstance(event, dict) else {}
+    text = ""
     try:
+        session = event.get("session_id") if isinstance(event.get("session_id"), str) else None
+        prompt = args.prompt if args.prompt is not None else event.get("prompt")
+        if args.action == "user-prompt-submit" and not (isinstance(prompt, str) and agent.prompt_query(prompt)):
+            return 0  # nothing to search for: no need to wait for an index
         backend = _backend(args)
         backend.quiet = True
         try:
-            text = agent.session_start(backend, backend.settings, os.path.abspath(cwd or os.getcwd()), args.budget)
+            if args.action == "session-start":
+                cwd = args.cwd or (event.get("cwd") if isinstance(event.get("cwd"), str) else None)
+                source = event.get("source") if isinstance(event.get("source"), str) else None
+                text = agent.session_start(backend, backend.settings, os.path.abspath(cwd or os.getcwd()), args.budget,
+                                           session_id=session, source=source)
+            else:
+                text = agent.prompt_context(backend, backend.settings, prompt, session_id=session, budget=args.budget)
         finally:
             backend.close()
     except Exception as err:  # a hook must never break the session that runs it

@@ -88,6 +88,9 @@ DEFAULTS: dict[str, Any] = {
         "hook_tokens": 1500,  # the session-start digest
         "recall_tokens": 2000,  # one recall answer
         "section_chars": 1200,  # a hit's matching section, clipped
+        "prompt_tokens": 500,  # what the prompt hook adds to one prompt
+        "prompt_notes": 3,  # hits the prompt hook looks at
+        "prompt_min_cosine": 0.25,  # ...and shows only those at least this close to the prompt
     },
     "inventory": {
         "stale_days": 180.0,
@@ -227,6 +230,9 @@ class AgentSettings:
     hook_tokens: int
     recall_tokens: int
     section_chars: int
+    prompt_tokens: int
+    prompt_notes: int
+    prompt_min_cosine: float
 
 
 SECTIONS = {"index": IndexSettings, "embedder": EmbedderSettings, "search": SearchSettings,
@@ -448,7 +454,7 @@ _POSITIVE = {
     "embedder": ("batch_size",),
     "search": ("k", "candidates", "rrf_k", "snippet_chars"),
     "daemon": ("unwatched_seconds", "optimize_after_commits", "max_request_bytes", "client_idle_seconds", "max_clients"),
-    "agent": ("hook_tokens", "recall_tokens", "section_chars"),
+    "agent": ("hook_tokens", "recall_tokens", "section_chars", "prompt_tokens", "prompt_notes"),
 }
 
 
