@@ -8,8 +8,8 @@
 - restart on the unchanged vault: start to ready;
 - daemon RSS, and how much of it is its own (anonymous) memory and how much pages of files it
   maps (library code, the index, the model's word table: clean, shared, given back under pressure);
-- remember (searchable when it answers), feedback, retire, --as-of queries, the inventory and the
-  session-start hook, through the socket;
+- remember (searchable when it answers), feedback, retire, --as-of queries, the inventory, the
+  session-start hook and the prompt hook, through the socket;
 - warm query latency after --churn single-note edits, against the freshly built index.
 
     python bench/daemon_bench.py [--notes 10000] [--edits 50] [--churn 2000] [--out bench/out/d10k]
@@ -20,6 +20,7 @@ The vault and its index are kept in --out, so a second run skips the first index
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import signal
@@ -116,20 +117,21 @@ def warm_queries(client: Client, queries: list[str]) -> list[float]:
     return lat
 
 
-def memory_habit(sock: Path, queries: list[str], n: int = 20) -> None:
+def memory_habit(sock: Path, state: Path, queries: list[str], n: int = 20) -> None:
     """remember (searchable when it answers), feedback, retire, --as-of, inventory and the
-    session-start hook, through the socket; the notes written are deleted again at the end."""
+    hooks, through the socket; the notes written are deleted again at the end."""
     topics = ["bench deploy", "벤치 배포", "ベンチ配備"]
     lat: dict[str, list[float]] = {k: [] for k in ("remember", "feedback", "retire", "as_of", "delete")}
     written: list[str] = []
     try:
-        _memory_habit(sock, queries, n, topics, lat, written)
+        _memory_habit(sock, state, queries, n, topics, lat, written)
     finally:  # the bench vault must keep exactly --notes notes
         if written:
             call(str(sock), {"op": "forget", "path": written, "action": "delete", "yes": True})
 
 
-def _memory_habit(sock: Path, queries: list[str], n: int, topics: list[str], lat: dict, written: list) -> None:
+def _memory_habit(sock: Path, state: Path, queries: list[str], n: int, topics: list[str], lat: dict,
+                  written: list) -> None:
     with Client(str(sock)) as c:
         def timed(kind: str, req: dict) -> dict:
             t = time.perf_counter()
@@ -159,6 +161,14 @@ def _memory_habit(sock: Path, queries: list[str], n: int, topics: list[str], lat
             subprocess.run([exe, "hook", "session-start", "--socket", str(sock), "--cwd", str(ROOT)],
                            capture_output=True, check=False)
             hook.append((time.perf_counter() - t) * 1000)
+        prompt, spoke = [], [0, 0]  # each prompt in a session of its own, so none is left out as shown before
+        for i, q in enumerate(queries[:10] + ["write a haiku about autumn leaves"] * 5):
+            event = json.dumps({"session_id": f"bench-{os.getpid()}-{i}", "prompt": q})
+            t = time.perf_counter()
+            got = subprocess.run([exe, "hook", "user-prompt-submit", "--socket", str(sock), "--state-dir", str(state)],
+                                 input=event, capture_output=True, text=True, check=False)
+            prompt.append((time.perf_counter() - t) * 1000)
+            spoke[i >= 10] += bool(got.stdout)
         deleted = timed("delete", {"op": "forget", "path": written, "action": "delete", "yes": True})["changed"]
         written.clear()
     print(f"remember via socket, searchable on return: {fmt(lat['remember'])}")
@@ -166,6 +176,8 @@ def _memory_habit(sock: Path, queries: list[str], n: int, topics: list[str], lat
     print(f"--as-of query: {fmt(lat['as_of'])}")
     print(f"inventory via socket: {inventory_ms:.0f} ms ({sum(inv['counts'].values())} findings)")
     print(f"hook session-start, fresh process through the daemon: {fmt(hook)}")
+    print(f"hook user-prompt-submit, fresh process through the daemon: {fmt(prompt)} "
+          f"(notes added to {spoke[0]} of 10 queries and {spoke[1]} of 5 haiku requests)")
     print(f"forget --delete of {len(deleted)} notes: {lat['delete'][0]:.0f} ms")
 
 
@@ -245,7 +257,7 @@ def run(d: "Daemon", args: argparse.Namespace, vault: Path, state: Path, sock: P
             edit_lat.append((time.perf_counter() - t) * 1000)
     print(f"edit to searchable: {fmt(edit_lat)}")
 
-    memory_habit(sock, queries)
+    memory_habit(sock, state, queries)
 
     d.stop()
     restart = d.start()

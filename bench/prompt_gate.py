@@ -4,7 +4,8 @@
 `vaultmem hook user-prompt-submit` runs on every prompt a user sends, and most prompts have
 nothing to do with any note. It adds a note only when that note's best chunk reaches a cosine of
 `[agent] prompt_min_cosine` with the prompt. This script measures where that line should sit,
-on the dev sets under ../shared/eval (read in place):
+on the dev sets under ../shared/eval (read in place), with the hook's own choice of hits
+(`agent.prompt_hits`: files Claude Code loads itself passed over, then the best `--k`):
 
 - on topic: each set's judged questions against the set's own vault (LoCoMo turns, JSQuAD);
   the share of questions that would still get a note, and a relevant one, at each gate;
@@ -26,9 +27,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from vaultmem.agent import prompt_hits  # noqa: E402
+from vaultmem.backend import Backend  # noqa: E402
 from vaultmem.config import resolve  # noqa: E402
 from vaultmem.index import VaultIndex  # noqa: E402
-from vaultmem.search import Query, Searcher  # noqa: E402
 
 EVAL = ROOT.parent / "shared" / "eval"
 VAULTS = {"locomo-turns": EVAL / "locomo-dev" / "turns" / "vault", "jsquad": EVAL / "jsquad" / "vault",
@@ -37,18 +39,26 @@ QUERIES = {"locomo-turns": EVAL / "locomo-dev" / "turns" / "queries.jsonl", "jsq
 GATES = (0.15, 0.20, 0.22, 0.25, 0.28, 0.30, 0.35, 0.40)
 
 
-def open_searcher(name: str, state_root: Path) -> tuple[VaultIndex, Searcher]:
+def open_backend(name: str, state_root: Path, k: int) -> Backend:
     settings = resolve({"state_dir": str(state_root / f"gate-{name}"), "vaults": [f"{name}={VAULTS[name]}"],
-                        "index": {"include": ["**/*.md"]}}, env={})
+                        "index": {"include": ["**/*.md"]}, "agent": {"prompt_notes": k}}, env={})
     idx = VaultIndex(settings, writable=True)
-    report = idx.sync(list(settings.vaults))
-    print(f"# {name}: {report.summary()}", file=sys.stderr)
-    return idx, Searcher(idx)
+    print(f"# {name}: {idx.sync(list(settings.vaults)).summary()}", file=sys.stderr)
+    idx.close()
+    return Backend(settings, no_daemon=True, quiet=True)
 
 
-def kept(hits, gate: float) -> list:
+def ask(backend: Backend, text: str) -> list[dict]:
+    return prompt_hits(backend, backend.settings, text, min_cosine=0)[0]  # every gate is applied below
+
+
+def cosine(hit: dict) -> float:
+    return hit["explain"].get("cosine", -1.0)
+
+
+def kept(hits: list[dict], gate: float) -> list[dict]:
     """The hits the hook would show: those whose best chunk reaches the gate."""
-    return [h for h in hits if (h.explain or {}).get("cosine", -1.0) >= gate]
+    return [h for h in hits if cosine(h) >= gate]
 
 
 def pct(xs: list[float], p: int) -> float:
@@ -63,30 +73,27 @@ def main() -> None:
     ap.add_argument("--state-root", default=str(ROOT / "bench" / "out"))
     args = ap.parse_args()
     state_root = Path(args.state_root)
-    off_idx, off = open_searcher("claude-corpus", state_root)
+    off = open_backend("claude-corpus", state_root, args.k)
     for name, qfile in QUERIES.items():
         rows = [json.loads(line) for line in qfile.read_text().splitlines() if line.strip()]
         rows = [r for r in rows if r.get("relevant_note_ids")][: args.limit]
-        idx, on = open_searcher(name, state_root)
-        on_hits, off_hits = [], []
-        for r in rows:
-            on_hits.append((on.search(Query(r["query"], k=args.k, explain=True, record=False))[0],
-                            set(r["relevant_note_ids"])))
-            off_hits.append(off.search(Query(r["query"], k=args.k, explain=True, record=False))[0])
-        idx.close()
-        top = lambda hits: (hits[0].explain or {}).get("cosine", 0.0) if hits else 0.0  # noqa: E731
-        on_top, off_top = [top(h) for h, _ in on_hits], [top(h) for h in off_hits]
-        print(f"\n{name}: {len(rows)} questions, top hit's cosine")
+        on = open_backend(name, state_root, args.k)
+        on_hits = [(ask(on, r["query"]), set(r["relevant_note_ids"])) for r in rows]
+        off_hits = [ask(off, r["query"]) for r in rows]
+        on.close()
+        on_top = [max(map(cosine, h), default=0.0) for h, _ in on_hits]
+        off_top = [max(map(cosine, h), default=0.0) for h in off_hits]
+        print(f"\n{name}: {len(rows)} questions, best cosine among the hits the hook looks at")
         print("  on topic   p5 {:.3f}  p10 {:.3f}  p50 {:.3f}".format(*(pct(on_top, p) for p in (5, 10, 50))))
         print("  off topic  p50 {:.3f}  p90 {:.3f}  p95 {:.3f}".format(*(pct(off_top, p) for p in (50, 90, 95))))
         print(f"  {'gate':>5}  {'on: any note':>12}  {'on: a relevant one':>18}  {'off: any note':>13}")
         for g in GATES:
             any_on = sum(bool(kept(h, g)) for h, _ in on_hits) / len(rows)
-            rel_on = sum(any(h.path[:-3] in rel for h in kept(hs, g)) for hs, rel in on_hits) / len(rows)
+            rel_on = sum(any(h["path"][:-3] in rel for h in kept(hs, g)) for hs, rel in on_hits) / len(rows)
             any_off = sum(bool(kept(h, g)) for h in off_hits) / len(rows)
             print(f"  {g:5.2f}  {any_on:12.3f}  {rel_on:18.3f}  {any_off:13.3f}")
-        print(f"  (median top cosine on/off: {statistics.median(on_top):.3f} / {statistics.median(off_top):.3f})")
-    off_idx.close()
+        print(f"  (median best cosine on/off: {statistics.median(on_top):.3f} / {statistics.median(off_top):.3f})")
+    off.close()
 
 
 if __name__ == "__main__":

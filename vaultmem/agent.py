@@ -251,28 +251,39 @@ def prompt_query(prompt: str) -> str:
     return text if any(ch.isalnum() for ch in text) else ""
 
 
-def prompt_context(backend: Backend, settings: Settings, prompt: str, session_id: str | None = None,
-                   budget: int | None = None) -> str:
-    """The notes that bear on a prompt the user just sent, as Markdown within `budget` tokens,
-    or "" when none does, as for most prompts. Of the best `[agent] prompt_notes` hits, a hit is
-    shown only when its best chunk's cosine with the prompt reaches `prompt_min_cosine` (scores
-    are relative to the other hits, so they cannot tell that nothing is relevant; a cosine can),
-    and not when Claude Code loads the file itself or this session was shown it already."""
+def prompt_hits(backend: Backend, settings: Settings, prompt: str, shown: set[str] = frozenset(),
+                min_cosine: float | None = None) -> tuple[list[dict], dict[str, str]]:
+    """The hits the prompt hook shows for `prompt`, and the vaults' roots. Hits whose file Claude
+    Code loads itself, or in `shown` (the session has them already), are passed over; of the
+    best `[agent] prompt_notes` left, a hit is kept only when its best chunk's cosine with the
+    prompt reaches `min_cosine` (default `[agent] prompt_min_cosine`; 0: no gate). Scores are
+    relative to the other hits, so they cannot tell that nothing is relevant; a cosine can."""
     cfg = settings.agent
+    gate = cfg.prompt_min_cosine if min_cosine is None else min_cosine
     text = prompt_query(prompt)
     if not text:
-        return ""
-    hits = backend.request({"op": "query", "text": text, "k": cfg.prompt_notes, "mode": "hybrid",
+        return [], {}
+    k = cfg.prompt_notes + min(len(shown), 50) + 5  # room for the hits passed over
+    hits = backend.request({"op": "query", "text": text, "k": k, "mode": "hybrid",
                             "section_chars": 600, "explain": True, "record": False})["hits"]
-    if cfg.prompt_min_cosine:
-        hits = [h for h in hits if (h.get("explain") or {}).get("cosine", -1.0) >= cfg.prompt_min_cosine]
-    if not hits:
-        return ""
-    shown = SessionNotes(settings.state_dir, session_id).load() if session_id else set()
+
+    def close(h: dict) -> bool:
+        return not gate or (h.get("explain") or {}).get("cosine", -1.0) >= gate
+    if not any(close(h) for h in hits):  # most prompts: done without another request
+        return [], {}
     roots = vault_roots(backend)
     hits = [h for h in hits if _key(h) not in shown and not _loaded_by_claude_code(h, roots)]
+    return [h for h in hits[: cfg.prompt_notes] if close(h)], roots
+
+
+def prompt_context(backend: Backend, settings: Settings, prompt: str, session_id: str | None = None,
+                   budget: int | None = None) -> str:
+    """The notes that bear on a prompt the user just sent (`prompt_hits`), as Markdown within
+    `budget` tokens, or "" when none does, as for most prompts."""
+    shown = SessionNotes(settings.state_dir, session_id).load() if session_id else set()
+    hits, roots = prompt_hits(backend, settings, prompt, shown)
     head = "Notes from the user's memory (vaultmem) that may bear on this prompt; open a file for the whole note:\n"
-    lines, keys = _entries(hits, roots, (budget or cfg.prompt_tokens) - estimate_tokens(head), body_chars=300)
+    lines, keys = _entries(hits, roots, (budget or settings.agent.prompt_tokens) - estimate_tokens(head), body_chars=300)
     if not lines:
         return ""
     _shown(backend, settings, keys, session_id)
