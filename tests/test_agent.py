@@ -371,6 +371,18 @@ def test_hook_install_adds_the_prompt_hook_beside_an_installed_session_start_hoo
     assert printed["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].endswith(" hook user-prompt-submit")
 
 
+def test_status_says_when_only_some_of_the_hooks_are_installed(example_state, tmp_path):
+    home = tmp_path / "home"
+    env = {"HOME": str(home)}
+    status = lambda: run_cli("status", "--state-dir", str(example_state), env=env)  # noqa: E731
+    assert "hook" not in status().stdout, "no settings file: nothing to say"
+    assert run_cli("hook", "install", "--only", "session-start", env=env).returncode == 0
+    r = status()
+    assert r.returncode == 0 and "runs vaultmem's session-start hook but not its user-prompt-submit hook" in r.stdout, r.stdout
+    assert run_cli("hook", "install", env=env).returncode == 0
+    assert "hook" not in status().stdout
+
+
 def test_hook_install_goes_where_claude_code_reads_its_settings(tmp_path):
     """With `CLAUDE_CONFIG_DIR` set, Claude Code reads the settings there, not in ~/.claude: a
     hook installed in ~/.claude/settings.json would never run."""

@@ -174,6 +174,23 @@ def unindexed_claude_home(roots: list[str]) -> str | None:
             f"so it is not searched: add `--vault {home}`")
 
 
+def missing_hook(settings_file: Path | None = None) -> str | None:
+    """What to tell the user when Claude Code's user settings run some of vaultmem's hooks but
+    not all (one installed before the other existed); else None. Said by `vaultmem status`."""
+    settings_file = settings_file or claude_home() / "settings.json"
+    try:
+        hooks = json.loads(settings_file.read_text(encoding="utf-8")).get("hooks") or {}
+        there = {a for a, event in HOOKS.items() for e in hooks.get(event) or [] for h in e.get("hooks") or []
+                 if str(h.get("command", "")).endswith(f"hook {a}")}
+    except (OSError, ValueError, AttributeError, TypeError):
+        return None
+    missing = [a for a in HOOKS if a not in there]
+    if not there or not missing:
+        return None
+    return (f"Claude Code runs vaultmem's {', '.join(sorted(there))} hook but not its {', '.join(missing)} hook "
+            f"({settings_file}): `vaultmem hook install` adds it")
+
+
 CLAUDE_SLUG_MAX = 200  # Claude Code cuts a longer project name here and adds a hash of the path
 
 

@@ -553,11 +553,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             continue
         print(f"vault {v['name']}: {v['root']}" + ("" if v.get("found", True) else
               " (directory not found: its notes are kept as last indexed until it is back)"))
-    from .agent import unindexed_claude_home
+    from .agent import missing_hook, unindexed_claude_home
 
-    hint = None if args.quiet else unindexed_claude_home([v["root"] for v in st["vaults"]])
-    if hint is not None:
-        print(hint)
+    for hint in ([] if args.quiet else [unindexed_claude_home([v["root"] for v in st["vaults"]]), missing_hook()]):
+        if hint is not None:
+            print(hint)
     print(f"{st['notes']} notes ({st['current']} current), {st['chunks']} chunks, "
           f"{st['skipped']} skipped, {st['pending']} pending; embedder {st['embedder']} ({st['dim']}-d)")
     if st.get("read_with_problems"):
