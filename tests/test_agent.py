@@ -371,6 +371,49 @@ def test_hook_install_adds_the_prompt_hook_beside_an_installed_session_start_hoo
     assert printed["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].endswith(" hook user-prompt-submit")
 
 
+@pytest.mark.parametrize("end", ["\n", ""], ids=["newline", "no-newline"])
+def test_hook_uninstall_gives_back_the_settings_file_as_it_was(tmp_path, end):
+    """Claude Code writes its settings as JSON.stringify(data, null, 2): install, then
+    uninstall, and every byte is as before."""
+    settings = tmp_path / "settings.json"
+    original = json.dumps({"model": "opus", "env": {"FOO": "ü"}, "permissions": {"allow": ["Read"]}},
+                          indent=2, ensure_ascii=False) + end
+    settings.write_text(original, encoding="utf-8")
+    assert run_cli("hook", "install", "--settings", str(settings)).returncode == 0
+    assert settings.read_text(encoding="utf-8") != original
+    r = run_cli("hook", "uninstall", "--settings", str(settings))
+    assert r.returncode == 0 and r.stdout.count("removed") == 2, r.stdout + r.stderr
+    assert settings.read_text(encoding="utf-8") == original
+
+
+def test_hook_uninstall_takes_out_vaultmems_commands_and_nothing_else(tmp_path):
+    settings = tmp_path / "settings.json"
+    mine = "/opt/bin/vaultmem hook session-start"
+    data = {"hooks": {
+        "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "echo hi"},
+                                                          {"type": "command", "command": mine}]}],
+        "UserPromptSubmit": [{"hooks": [{"type": "command", "command": "/opt/bin/vaultmem hook user-prompt-submit"}]}],
+        "Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}}
+    settings.write_text(json.dumps(data, indent=4))
+    r = run_cli("hook", "uninstall", "--only", "session-start", "--settings", str(settings))
+    assert r.stdout.strip() == f"removed the session-start hook from {settings}", r.stdout + r.stderr
+    after = json.loads(settings.read_text())
+    assert after["hooks"]["SessionStart"] == [{"matcher": "startup", "hooks": [{"type": "command", "command": "echo hi"}]}]
+    assert after["hooks"]["UserPromptSubmit"] == data["hooks"]["UserPromptSubmit"] and after["hooks"]["Stop"]
+    assert settings.read_text().startswith('{\n    "hooks": {'), "the file's indentation stays"
+    r = run_cli("hook", "uninstall", "--settings", str(settings))
+    assert r.stdout.splitlines() == [f"the session-start hook is not in {settings}",
+                                     f"removed the user-prompt-submit hook from {settings}"]
+    assert json.loads(settings.read_text()) == {"hooks": {"SessionStart": after["hooks"]["SessionStart"],
+                                                          "Stop": data["hooks"]["Stop"]}}
+    before = settings.read_bytes()
+    r = run_cli("hook", "uninstall", "--settings", str(settings))
+    assert r.returncode == 0 and r.stdout.count("is not in") == 2 and settings.read_bytes() == before
+    settings.write_text('{"hooks": {"UserPromptSubmit": "x"}}')
+    bad = run_cli("hook", "uninstall", "--settings", str(settings))
+    assert bad.returncode == 2 and settings.read_text() == '{"hooks": {"UserPromptSubmit": "x"}}'
+
+
 def test_status_says_when_only_some_of_the_hooks_are_installed(example_state, tmp_path):
     home = tmp_path / "home"
     env = {"HOME": str(home)}

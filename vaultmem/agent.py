@@ -181,7 +181,7 @@ def missing_hook(settings_file: Path | None = None) -> str | None:
     try:
         hooks = json.loads(settings_file.read_text(encoding="utf-8")).get("hooks") or {}
         there = {a for a, event in HOOKS.items() for e in hooks.get(event) or [] for h in e.get("hooks") or []
-                 if str(h.get("command", "")).endswith(f"hook {a}")}
+                 if _is_ours(h, a)}
     except (OSError, ValueError, AttributeError, TypeError):
         return None
     missing = [a for a in HOOKS if a not in there]
@@ -420,6 +420,55 @@ def install_hook(settings_file: Path, commands: dict[str, str]) -> dict[str, boo
     hand-kept file may use four or tabs). Written atomically, through a symlink to its target,
     and only when a hook was added; returns for each action whether it was (False: there
     already). A file whose shape is not a settings file's is refused, untouched."""
+    text, data, lists = _read_hooks(settings_file, list(commands))
+    had_hooks = "hooks" in data
+    hooks = data.setdefault("hooks", {})
+    added: dict[str, bool] = {}
+    for action, command in commands.items():
+        entries = hooks.setdefault(HOOKS[action], lists[action])
+        added[action] = not any(_is_ours(h, action) for e in entries for h in e.get("hooks", []))
+        if added[action]:
+            entries.append(hook_entry(action, command))
+    if any(added.values()):
+        _write_settings(settings_file, text, data, append_hooks=not had_hooks)
+    return added
+
+
+def uninstall_hook(settings_file: Path, actions: list[str]) -> dict[str, bool]:
+    """Take vaultmem's hooks for `actions` out of a Claude Code settings file, and nothing else:
+    another command in the same entry stays, an entry or event list left empty goes, and so
+    does a "hooks" left empty (so install then uninstall gives the file back as it was).
+    Returns for each action whether it was there."""
+    text, data, lists = _read_hooks(settings_file, actions)
+    removed: dict[str, bool] = {}
+    for action in actions:
+        entries = lists[action]
+        removed[action] = any(_is_ours(h, action) for e in entries for h in e.get("hooks", []))
+        if not removed[action]:
+            continue
+        emptied = []
+        for e in entries:
+            if any(_is_ours(h, action) for h in e.get("hooks", [])):
+                e["hooks"] = [h for h in e["hooks"] if not _is_ours(h, action)]
+                emptied += [id(e)] if not e["hooks"] else []
+        entries[:] = [e for e in entries if id(e) not in emptied]
+        if not entries:
+            del data["hooks"][HOOKS[action]]
+    if any(removed.values()):
+        if not data["hooks"]:
+            del data["hooks"]
+        _write_settings(settings_file, text, data)
+    return removed
+
+
+def _is_ours(hook: dict, action: str) -> bool:
+    return str(hook.get("command", "")).endswith(f"hook {action}")
+
+
+def _read_hooks(settings_file: Path, actions: list[str]) -> tuple[str, dict, dict[str, list]]:
+    """A settings file's text, its data, and for each action the list of entries of its event
+    (a new empty list when there is none). A file that is no JSON object of hook lists is
+    refused, untouched."""
     from .errors import UsageError
 
     data: Any = {}
@@ -429,37 +478,37 @@ def install_hook(settings_file: Path, commands: dict[str, str]) -> dict[str, boo
             text = settings_file.read_text(encoding="utf-8")
             data = json.loads(text or "{}")
         except (ValueError, UnicodeDecodeError) as err:
-            raise UsageError(f"{settings_file} is not valid JSON ({err}); fix it or add the hook by hand") from None
-    had_hooks = isinstance(data, dict) and "hooks" in data
-    hooks = data.setdefault("hooks", {}) if isinstance(data, dict) else None
-    added: dict[str, bool] = {}
-    for action, command in commands.items():
+            raise UsageError(f"{settings_file} is not valid JSON ({err}); fix it or edit the hooks by hand") from None
+    hooks = data.get("hooks", {}) if isinstance(data, dict) else None
+    lists: dict[str, list] = {}
+    for action in actions:
         event = HOOKS[action]
-        entries = hooks.setdefault(event, []) if isinstance(hooks, dict) else None
+        entries = hooks.get(event, []) if isinstance(hooks, dict) else None
         if not isinstance(entries, list) or not all(
                 isinstance(e, dict) and isinstance(e.get("hooks", []), list) and all(isinstance(h, dict) for h in e.get("hooks", []))
                 for e in entries):
             where = "the file" if hooks is None else "\"hooks\"" if entries is None else f"\"hooks\".\"{event}\""
             raise UsageError(f"{settings_file}: {where} is not shaped as Claude Code's settings are (an object of "
-                             "hook lists); fix it or add the hook by hand (`vaultmem hook print` shows it)")
-        added[action] = not any(str(h.get("command", "")).endswith(f"hook {action}") for e in entries for h in e.get("hooks", []))
-        if added[action]:
-            entries.append(hook_entry(action, command))
-    if not any(added.values()):
-        return added
+                             "hook lists); fix it or edit the hooks by hand (`vaultmem hook print` shows them)")
+        lists[action] = entries
+    return text, data, lists
+
+
+def _write_settings(settings_file: Path, text: str, data: dict, append_hooks: bool = False) -> None:
+    """Write `data` over the settings file whose text was `text`, atomically, in its
+    indentation and with its trailing whitespace. `append_hooks`: "hooks" is new and last, so
+    every byte before it stays as it was."""
     from .writing import replace_file
 
     found = re.search(r'^([ \t]+)"', text, re.M)
     indent = found.group(1) if found else "  "
     body = text.rstrip()
-    trailing = text[len(body):] or "\n"
-    if not had_hooks and body.endswith("}"):  # the usual case: every byte there stays, "hooks" goes last
+    trailing = text[len(body):] if body else "\n"
+    new = json.dumps(data, ensure_ascii=False, indent=indent) + trailing
+    if append_hooks and body.endswith("}"):  # the usual case: every byte there stays, "hooks" goes last
         head = body[:-1].rstrip()
         value = json.dumps(data["hooks"], ensure_ascii=False, indent=indent).replace("\n", "\n" + indent)
-        new = f'{head}{"," if head != "{" else ""}\n{indent}"hooks": {value}\n}}{trailing}'
-        if json.loads(new) != data:  # never write what does not read back as intended
-            new = json.dumps(data, ensure_ascii=False, indent=indent) + "\n"
-    else:
-        new = json.dumps(data, ensure_ascii=False, indent=indent) + "\n"
+        appended = f'{head}{"," if head != "{" else ""}\n{indent}"hooks": {value}\n}}{trailing}'
+        if json.loads(appended) == data:  # never write what does not read back as intended
+            new = appended
     replace_file(settings_file, new)
-    return added

@@ -247,21 +247,24 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(as for most prompts): a note is shown only when its cosine with the prompt "
                                    "reaches [agent] prompt_min_cosine, and not again in the same session.\n"
                                    "install: add both hooks (or --only one) to a Claude Code settings file; "
+                                   "uninstall: take them out again (nothing else); "
                                    "print: show the settings entries to add by hand.",
                        epilog="examples:\n  vaultmem hook install              # ~/.claude/settings.json, or in $CLAUDE_CONFIG_DIR\n"
                               "  vaultmem hook install --settings .claude/settings.json --only session-start\n"
+                              "  vaultmem hook uninstall --only user-prompt-submit\n"
                               "  vaultmem hook session-start --budget 800\n"
                               "  vaultmem hook user-prompt-submit --prompt 'why does the deploy need a smoke test?'",
                        formatter_class=_Help)
-    p.add_argument("action", choices=["session-start", "user-prompt-submit", "install", "print"],
-                   help="session-start or user-prompt-submit: run that hook; install: add the hooks; "
-                        "print: show the settings entries")
+    p.add_argument("action", choices=["session-start", "user-prompt-submit", "install", "uninstall", "print"],
+                   help="session-start or user-prompt-submit: run that hook; install or uninstall: add or "
+                        "remove the hooks; print: show the settings entries")
     p.add_argument("--budget", type=int, metavar="TOKENS",
                    help="size of what a hook prints (default: [agent] hook_tokens 1500, prompt_tokens 500)")
     p.add_argument("--cwd", metavar="DIR", help="session-start: the project directory (default: from stdin JSON, else here)")
     p.add_argument("--prompt", metavar="TEXT", help="user-prompt-submit: the prompt (default: from stdin JSON)")
-    p.add_argument("--only", choices=["session-start", "user-prompt-submit"], help="install, print: this hook alone")
-    p.add_argument("--settings", metavar="FILE", help="install: the settings file (default settings.json in $CLAUDE_CONFIG_DIR, else in ~/.claude)")
+    p.add_argument("--only", choices=["session-start", "user-prompt-submit"], help="install, uninstall, print: this hook alone")
+    p.add_argument("--settings", metavar="FILE", help="install, uninstall: the settings file (default settings.json in "
+                                                      "$CLAUDE_CONFIG_DIR, else in ~/.claude)")
     _common(p)
     _client(p)
 
@@ -717,7 +720,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 def cmd_hook(args: argparse.Namespace) -> int:
     from . import agent
 
-    if args.action in ("print", "install"):
+    if args.action in ("print", "install", "uninstall"):
         commands = {a: f"{_self_command()} hook {a}" for a in agent.HOOKS if args.only in (None, a)}
         if args.action == "print":
             entries = {agent.HOOKS[a]: [agent.hook_entry(a, c)] for a, c in commands.items()}
@@ -726,6 +729,10 @@ def cmd_hook(args: argparse.Namespace) -> int:
         from .config import claude_home
 
         target = Path(os.path.expanduser(args.settings)) if args.settings else claude_home() / "settings.json"
+        if args.action == "uninstall":
+            for action, removed in agent.uninstall_hook(target, list(commands)).items():
+                print(f"removed the {action} hook from {target}" if removed else f"the {action} hook is not in {target}")
+            return 0
         for action, added in agent.install_hook(target, commands).items():
             print(f"added the {action} hook to {target}" if added else f"the {action} hook is already in {target}")
         return 0
