@@ -36,7 +36,7 @@ EVAL = ROOT.parent / "shared" / "eval"
 VAULTS = {"locomo-turns": EVAL / "locomo-dev" / "turns" / "vault", "jsquad": EVAL / "jsquad" / "vault",
           "claude-corpus": EVAL / "claude-corpus" / "files"}
 QUERIES = {"locomo-turns": EVAL / "locomo-dev" / "turns" / "queries.jsonl", "jsquad": EVAL / "jsquad" / "queries.jsonl"}
-GATES = (0.15, 0.20, 0.22, 0.25, 0.28, 0.30, 0.35, 0.40)
+GATES = (0.0, 0.15, 0.20, 0.22, 0.25, 0.28, 0.30, 0.35, 0.40)
 
 
 def open_backend(name: str, state_root: Path, k: int) -> Backend:
@@ -57,8 +57,8 @@ def cosine(hit: dict) -> float:
 
 
 def kept(hits: list[dict], gate: float) -> list[dict]:
-    """The hits the hook would show: those whose best chunk reaches the gate."""
-    return [h for h in hits if cosine(h) >= gate]
+    """The hits the hook would show: those whose best chunk reaches the gate (0: all, as the hook)."""
+    return [h for h in hits if not gate or cosine(h) >= gate]
 
 
 def pct(xs: list[float], p: int) -> float:
