@@ -5,6 +5,7 @@ their installation; recall budgets."""
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -369,6 +370,31 @@ def test_hook_install_adds_the_prompt_hook_beside_an_installed_session_start_hoo
     printed = json.loads(run_cli("hook", "print", "--only", "user-prompt-submit").stdout)
     assert list(printed["hooks"]) == ["UserPromptSubmit"]
     assert printed["hooks"]["UserPromptSubmit"][0]["hooks"][0]["command"].endswith(" hook user-prompt-submit")
+
+
+def test_installed_hooks_run_as_claude_code_runs_them_from_a_path_with_a_space(example_state, tmp_path):
+    """Claude Code runs a hook's command through the shell, with the event's JSON on stdin: the
+    command install writes must survive that from wherever vaultmem is installed."""
+    tools = tmp_path / "my tools"
+    tools.mkdir()
+    script = tools / "vaultmem"
+    shutil.copy2(Path(sys.executable).parent / "vaultmem", script)  # a console script: its shebang names the venv
+    settings = tmp_path / "settings.json"
+    env = {**os.environ, "XDG_CONFIG_HOME": "/nonexistent-vaultmem-test", "VAULTMEM_STATE_DIR": str(example_state),
+           "VAULTMEM_SOCKET": "/nonexistent-vaultmem-test/vaultmem.sock"}
+    r = subprocess.run([str(script), "hook", "install", "--settings", str(settings)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    hooks = json.loads(settings.read_text())["hooks"]
+    events = {"SessionStart": {"session_id": "q", "cwd": str(EXAMPLE), "source": "startup"},
+              "UserPromptSubmit": {"session_id": "q2", "cwd": str(EXAMPLE),
+                                   "prompt": "Can I store the invoice total as a float?"}}
+    for event, payload in events.items():
+        [entry] = hooks[event]
+        command = entry["hooks"][0]["command"]
+        assert str(tools) in command
+        got = subprocess.run(["/bin/sh", "-c", command], input=json.dumps({"hook_event_name": event, **payload}),
+                             capture_output=True, text=True, env=env, timeout=120)
+        assert got.returncode == 0 and "money-as-cents.md" in got.stdout, (event, command, got.stdout, got.stderr)
 
 
 @pytest.mark.parametrize("end", ["\n", ""], ids=["newline", "no-newline"])

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import sys
 import textwrap
 import traceback
@@ -771,11 +772,13 @@ def cmd_hook(args: argparse.Namespace) -> int:
 
 
 def _self_command() -> str:
-    """How to run this vaultmem again: the script on PATH, else this interpreter."""
+    """How to run this vaultmem again, as a shell command line (Claude Code runs a hook's
+    command through the shell, so a path with a space is quoted): the script on PATH, else
+    this interpreter."""
     exe = Path(sys.argv[0])
     if exe.name == "vaultmem" and exe.exists():
-        return str(exe.resolve())
-    return f"{sys.executable} -m vaultmem.cli"
+        return shlex.quote(str(exe.resolve()))
+    return shlex.join([sys.executable, "-m", "vaultmem.cli"])
 
 
 def cmd_daemon(args: argparse.Namespace) -> int:
