@@ -570,6 +570,17 @@ def test_prompt_hook_passes_over_the_files_claude_code_loads_to_the_note_below_t
     assert "CLAUDE.md" not in out and "AGENTS.md" not in out and "rules" not in out
 
 
+def test_prompt_hook_finds_the_question_around_a_pasted_log(example_state):
+    """A prompt of 75,000 characters: a question before or after a pasted log. The question is
+    searched on its own line, not only drowned in the log."""
+    log = "INFO worker heartbeat ok\n" * 3000
+    ask = "Can I store the invoice total as a float?"
+    for prompt in (f"Here is the worker log:\n{log}{ask}", f"{ask} Here is the worker log:\n{log}"):
+        r = prompt_hook(example_state, prompt)
+        assert r.returncode == 0 and "money-as-cents.md:" in r.stdout, r.stdout + r.stderr
+    assert prompt_hook(example_state, f"Here is the worker log:\n{log}Why does the heartbeat stall?").stdout == ""
+
+
 def test_prompt_hook_never_fails_a_prompt(example_state, tmp_path):
     for raw in ("not json", "[1, 2]", json.dumps({"prompt": 42}), "", r'{"prompt": "\ud800 deploy to production"}'):
         r = prompt_hook(example_state, "", raw=raw)

@@ -255,17 +255,23 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
 
 
 PROMPT_CHARS = 2000  # of a longer prompt (pasted logs, code), its head and tail are searched
+PROMPT_LINE_CHARS = 300  # ...and, apart, its first and last lines, where the question usually is
 
 
-def prompt_query(prompt: str) -> str:
+def prompt_queries(prompt: str) -> list[str]:
     """What of a prompt is searched: a slash command's arguments (the command's own text is
-    not sent to hooks), the head and tail of a long prompt; "" when nothing is worth a search."""
+    not sent to hooks); of a long prompt, its head and tail, and apart its first and last
+    lines, since a question pasted around a log or a file is drowned in it; none when nothing
+    is worth a search."""
     text = prompt.strip()
     if text.startswith("/"):
         text = text.split(None, 1)[1] if len(text.split(None, 1)) == 2 else ""
+    queries = [text]
     if len(text) > PROMPT_CHARS:
-        text = text[: PROMPT_CHARS // 2] + "\n" + text[-PROMPT_CHARS // 2 :]
-    return text if any(ch.isalnum() for ch in text) else ""
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
+        queries = [text[: PROMPT_CHARS // 2] + "\n" + text[-PROMPT_CHARS // 2 :],
+                   lines[0][:PROMPT_LINE_CHARS], lines[-1][-PROMPT_LINE_CHARS:]]
+    return [q for q in dict.fromkeys(queries) if any(ch.isalnum() for ch in q)]
 
 
 def prompt_hits(backend: Backend, settings: Settings, prompt: str, shown: set[str] = frozenset(),
@@ -274,23 +280,33 @@ def prompt_hits(backend: Backend, settings: Settings, prompt: str, shown: set[st
     Code loads itself, or in `shown` (the session has them already), are passed over; of the
     best `[agent] prompt_notes` left, a hit is kept only when its best chunk's cosine with the
     prompt reaches `min_cosine` (default `[agent] prompt_min_cosine`; 0: no gate). Scores are
-    relative to the other hits, so they cannot tell that nothing is relevant; a cosine can."""
+    relative to the other hits, so they cannot tell that nothing is relevant; a cosine can.
+    A long prompt's several queries (`prompt_queries`) are merged by that cosine."""
     cfg = settings.agent
     gate = cfg.prompt_min_cosine if min_cosine is None else min_cosine
-    text = prompt_query(prompt)
-    if not text:
-        return [], {}
+    queries = prompt_queries(prompt)
     k = cfg.prompt_notes + min(len(shown), 50) + 5  # room for the hits passed over
-    hits = backend.request({"op": "query", "text": text, "k": k, "mode": "hybrid",
-                            "section_chars": 600, "explain": True, "record": False})["hits"]
+    best: dict[str, dict] = {}
+    for text in queries:
+        for h in backend.request({"op": "query", "text": text, "k": k, "mode": "hybrid",
+                                  "section_chars": 600, "explain": True, "record": False})["hits"]:
+            if _key(h) not in best or _cosine(h) > _cosine(best[_key(h)]):
+                best[_key(h)] = h
+    hits = list(best.values())
+    if len(queries) > 1:
+        hits.sort(key=_cosine, reverse=True)
 
     def close(h: dict) -> bool:
-        return not gate or (h.get("explain") or {}).get("cosine", -1.0) >= gate
+        return not gate or _cosine(h) >= gate
     if not any(close(h) for h in hits):  # most prompts: done without another request
         return [], {}
     roots = vault_roots(backend)
     hits = [h for h in hits if _key(h) not in shown and not _loaded_by_claude_code(h, roots)]
     return [h for h in hits[: cfg.prompt_notes] if close(h)], roots
+
+
+def _cosine(hit: dict) -> float:
+    return (hit.get("explain") or {}).get("cosine", -1.0)
 
 
 def prompt_context(backend: Backend, settings: Settings, prompt: str, session_id: str | None = None,

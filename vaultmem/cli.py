@@ -748,7 +748,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
     try:
         session = event.get("session_id") if isinstance(event.get("session_id"), str) else None
         prompt = args.prompt if args.prompt is not None else event.get("prompt")
-        if args.action == "user-prompt-submit" and not (isinstance(prompt, str) and agent.prompt_query(prompt)):
+        if args.action == "user-prompt-submit" and not (isinstance(prompt, str) and agent.prompt_queries(prompt)):
             return 0  # nothing to search for: no need to wait for an index
         backend = _backend(args)
         backend.quiet = True
