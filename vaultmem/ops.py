@@ -258,7 +258,8 @@ SHOWN_MAX = 100
 
 def shown(ctx: Context, req: dict) -> dict:
     """Count notes as retrieved that a client showed without a query of its own (the
-    session-start digest), so that `stats` and the inventory's "never retrieved" see them.
+    session-start digest, the notes added to a prompt), so that `stats` and the inventory's
+    "never retrieved" see them.
     Keys are note keys (`vault:path`) as hits give them; unknown ones are ignored."""
     keys = list_field(req, "notes")
     if len(keys) > SHOWN_MAX:
