@@ -174,23 +174,6 @@ def unindexed_claude_home(roots: list[str]) -> str | None:
             f"so it is not searched: add `--vault {home}`")
 
 
-def missing_hook(settings_file: Path | None = None) -> str | None:
-    """What to tell the user when Claude Code's user settings run some of vaultmem's hooks but
-    not all (one installed before the other existed); else None. Said by `vaultmem status`."""
-    settings_file = settings_file or claude_home() / "settings.json"
-    try:
-        hooks = json.loads(settings_file.read_text(encoding="utf-8")).get("hooks") or {}
-        there = {a for a, event in HOOKS.items() for e in hooks.get(event) or [] for h in e.get("hooks") or []
-                 if _is_ours(h, a)}
-    except (OSError, ValueError, AttributeError, TypeError):
-        return None
-    missing = [a for a in HOOKS if a not in there]
-    if not there or not missing:
-        return None
-    return (f"Claude Code runs vaultmem's {', '.join(sorted(there))} hook but not its {', '.join(missing)} hook "
-            f"({settings_file}): `vaultmem hook install` adds it")
-
-
 CLAUDE_SLUG_MAX = 200  # Claude Code cuts a longer project name here and adds a hash of the path
 
 
@@ -378,13 +361,15 @@ def _entries(hits: list[dict], roots: dict[str, str], budget: int, body_chars: i
     used = 0
     for h in hits:
         entry = _entry(h, roots, body_chars)
-        if used + estimate_tokens(entry) > budget:
+        cost = estimate_tokens(entry)
+        if used + cost > budget:
             entry = _entry(h, roots, body_chars=min(160, body_chars))
-            if used + estimate_tokens(entry) > budget:
+            cost = estimate_tokens(entry)
+            if used + cost > budget:
                 continue
         lines.append(entry)
         keys.append(_key(h))
-        used += estimate_tokens(entry)
+        used += cost
     return lines, keys
 
 
@@ -442,7 +427,7 @@ def install_hook(settings_file: Path, commands: dict[str, str]) -> dict[str, boo
     added: dict[str, bool] = {}
     for action, command in commands.items():
         entries = hooks.setdefault(HOOKS[action], lists[action])
-        added[action] = not any(_is_ours(h, action) for e in entries for h in e.get("hooks", []))
+        added[action] = not _has_ours(entries, action)
         if added[action]:
             entries.append(hook_entry(action, command))
     if any(added.values()):
@@ -459,7 +444,7 @@ def uninstall_hook(settings_file: Path, actions: list[str]) -> dict[str, bool]:
     removed: dict[str, bool] = {}
     for action in actions:
         entries = lists[action]
-        removed[action] = any(_is_ours(h, action) for e in entries for h in e.get("hooks", []))
+        removed[action] = _has_ours(entries, action)
         if not removed[action]:
             continue
         emptied = []
@@ -477,8 +462,30 @@ def uninstall_hook(settings_file: Path, actions: list[str]) -> dict[str, bool]:
     return removed
 
 
+def missing_hook(settings_file: Path | None = None) -> str | None:
+    """What to tell the user when Claude Code's user settings run some of vaultmem's hooks but
+    not all (one installed before the other existed); else None. Said by `vaultmem status`."""
+    from .errors import UsageError
+
+    settings_file = settings_file or claude_home() / "settings.json"
+    try:
+        _, _, lists = _read_hooks(settings_file, list(HOOKS))
+    except (UsageError, OSError):  # not for status to judge: install says what is wrong
+        return None
+    there = [a for a in HOOKS if _has_ours(lists[a], a)]
+    missing = [a for a in HOOKS if a not in there]
+    if not there or not missing:
+        return None
+    return (f"Claude Code runs vaultmem's {', '.join(there)} hook but not its {', '.join(missing)} hook "
+            f"({settings_file}): `vaultmem hook install` adds it")
+
+
 def _is_ours(hook: dict, action: str) -> bool:
     return str(hook.get("command", "")).endswith(f"hook {action}")
+
+
+def _has_ours(entries: list[dict], action: str) -> bool:
+    return any(_is_ours(h, action) for e in entries for h in e.get("hooks", []))
 
 
 def _read_hooks(settings_file: Path, actions: list[str]) -> tuple[str, dict, dict[str, list]]:

@@ -744,20 +744,20 @@ def cmd_hook(args: argparse.Namespace) -> int:
         except (ValueError, UnicodeDecodeError):
             event = {}
         event = event if isinstance(event, dict) else {}
+    field = {k: v for k, v in event.items() if isinstance(v, str)}.get  # a field of the wrong type is no field
     text = ""
     try:
-        session = event.get("session_id") if isinstance(event.get("session_id"), str) else None
-        prompt = args.prompt if args.prompt is not None else event.get("prompt")
-        if args.action == "user-prompt-submit" and not (isinstance(prompt, str) and agent.prompt_queries(prompt)):
+        prompt = args.prompt if args.prompt is not None else field("prompt")
+        if args.action == "user-prompt-submit" and not (prompt and agent.prompt_queries(prompt)):
             return 0  # nothing to search for: no need to wait for an index
         backend = _backend(args)
         backend.quiet = True
+        session = field("session_id")
         try:
             if args.action == "session-start":
-                cwd = args.cwd or (event.get("cwd") if isinstance(event.get("cwd"), str) else None)
-                source = event.get("source") if isinstance(event.get("source"), str) else None
-                text = agent.session_start(backend, backend.settings, os.path.abspath(cwd or os.getcwd()), args.budget,
-                                           session_id=session, source=source)
+                cwd = args.cwd or field("cwd") or os.getcwd()
+                text = agent.session_start(backend, backend.settings, os.path.abspath(cwd), args.budget,
+                                           session_id=session, source=field("source"))
             else:
                 text = agent.prompt_context(backend, backend.settings, prompt, session_id=session, budget=args.budget)
         finally:
