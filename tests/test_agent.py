@@ -552,6 +552,21 @@ def test_prompt_hook_shows_a_note_once_per_session_and_again_after_compaction(tm
         "after compaction the context no longer holds what it was shown"
 
 
+def test_a_sessions_record_goes_two_days_after_it_was_last_written(example_state):
+    import time
+    from vaultmem.agent import SessionNotes
+
+    old, recent = SessionNotes(example_state, "old"), SessionNotes(example_state, "recent")
+    old.add(["example:memory/a.md"])
+    recent.add(["example:memory/b.md"])
+    now = time.time()
+    os.utime(old.path, (now - 2.1 * 86400, now - 2.1 * 86400))
+    os.utime(recent.path, (now - 1.9 * 86400, now - 1.9 * 86400))
+    assert "deploy-2026-05.md" in prompt_hook(example_state, "What must I check before I deploy to production?",
+                                              session="another").stdout
+    assert not old.path.exists() and recent.load() == {"example:memory/b.md"}
+
+
 def test_prompt_hook_passes_over_the_files_claude_code_loads_to_the_note_below_them(tmp_path):
     """Instruction files that match a prompt best are in the session already; the memory note
     that ranks under three of them is the one to show."""
