@@ -452,6 +452,61 @@ def test_status_says_when_only_some_of_the_hooks_are_installed(example_state, tm
     assert "hook" not in status().stdout
 
 
+def test_codex_runs_the_installed_hooks_and_is_shown_what_it_does_not_load_itself(example_state, tmp_path):
+    """Codex reads hooks of Claude Code's shape from hooks.json in $CODEX_HOME and runs each
+    command through `$SHELL -lc` with its event's JSON on stdin. It loads AGENTS.md itself but
+    no CLAUDE.md, rule or imported file: to a Codex session those are notes to show."""
+    home, codex = tmp_path / "home", tmp_path / "codex home"
+    home.mkdir()
+    env = {"HOME": str(home), "CODEX_HOME": str(codex), "VAULTMEM_STATE_DIR": str(example_state)}
+    r = run_cli("hook", "install", "--agent", "codex", env=env)
+    hooks_json = codex / "hooks.json"
+    assert r.returncode == 0 and r.stdout.splitlines()[:2] == [
+        f"added the {a} hook to {hooks_json}" for a in ("session-start", "user-prompt-submit")], r.stdout + r.stderr
+    assert "open /hooks and trust" in r.stdout, "Codex runs a new hook only once trusted: install says where"
+    assert not (home / ".claude").exists() and not (home / ".codex").exists()
+    again = run_cli("hook", "install", "--agent", "codex", env=env)
+    assert again.stdout.count("already") == 2 and "trust" not in again.stdout
+
+    hooks = json.loads(hooks_json.read_text())["hooks"]
+    codex_event = {"session_id": "019d036d-c7fa-72d2-b6fd-78878bfe34e4", "cwd": str(EXAMPLE), "transcript_path": None,
+                   "model": "gpt-5.5", "permission_mode": "default"}
+    events = {"SessionStart": {"source": "startup"},
+              "UserPromptSubmit": {"session_id": "another session, whose digest did not show it", "turn_id": "t1",
+                                   "prompt": "How many approving reviews does a change of 300 lines need?"}}
+    shell_env = {**os.environ, **env, "XDG_CONFIG_HOME": "/nonexistent-vaultmem-test",
+                 "VAULTMEM_SOCKET": "/nonexistent-vaultmem-test/vaultmem.sock"}
+    out = {}
+    for event, payload in events.items():
+        [entry] = hooks[event]
+        command = entry["hooks"][0]["command"]
+        assert command.endswith("--agent codex"), command
+        got = subprocess.run(["/bin/sh", "-lc", command], input=json.dumps({"hook_event_name": event, **codex_event, **payload}),
+                             capture_output=True, text=True, env=shell_env, cwd=EXAMPLE, timeout=120)
+        assert got.returncode == 0 and got.stdout, (event, got.stderr)
+        out[event] = got.stdout
+    digest = out["SessionStart"]
+    assert "deploy-2026-05.md" in digest and "deploy-2025-09.md" not in digest
+    assert "CLAUDE.md:" in digest and "code-review.md:" in digest, "Codex loads neither: the digest shows them"
+    assert "AGENTS.md" not in digest, "Codex loads AGENTS.md itself"
+    assert "MEMORY.md" not in digest, "an index of notes that are shown on their own"
+    assert "docs/code-review.md:" in out["UserPromptSubmit"], out["UserPromptSubmit"]
+    claude = prompt_hook(example_state, events["UserPromptSubmit"]["prompt"])
+    assert claude.returncode == 0 and "code-review.md" not in claude.stdout, "Claude Code has it: CLAUDE.md imports it"
+
+    r = run_cli("hook", "uninstall", "--agent", "codex", env=env)
+    assert r.stdout.count("removed") == 2 and json.loads(hooks_json.read_text()) == {}, r.stdout + r.stderr
+
+
+def test_status_says_when_codex_runs_only_some_of_the_hooks(example_state, tmp_path):
+    env = {"HOME": str(tmp_path)}
+    assert run_cli("hook", "install", "--agent", "codex", "--only", "user-prompt-submit", env=env).returncode == 0
+    r = run_cli("status", "--state-dir", str(example_state), env=env)
+    assert ("Codex runs vaultmem's user-prompt-submit hook but not its session-start hook "
+            f"({tmp_path / '.codex/hooks.json'}): `vaultmem hook install --agent codex` adds it") in r.stdout, r.stdout
+    assert "Claude Code runs" not in r.stdout
+
+
 def test_hook_install_goes_where_claude_code_reads_its_settings(tmp_path):
     """With `CLAUDE_CONFIG_DIR` set, Claude Code reads the settings there, not in ~/.claude: a
     hook installed in ~/.claude/settings.json would never run."""

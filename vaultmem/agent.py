@@ -1,5 +1,6 @@
 """What agents read: recall answers, the session-start digest and the notes added to a prompt,
-each within a token budget; and the installation of the hooks that print the last two.
+each within a token budget; and the installation of the hooks that print the last two, for
+Claude Code (its settings.json) and for Codex (its hooks.json, of the same shape).
 
 Agents pay for every token they read, so every answer here has a bound: hits carry the
 matching section of a note (clipped), never the whole file, and entries are dropped from the
@@ -17,6 +18,7 @@ import hashlib
 import json
 import logging
 import os
+import posixpath
 import re
 import subprocess
 import time
@@ -24,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 from .backend import Backend
-from .config import Settings, Vault, claude_home
+from .config import Settings, Vault, claude_home, codex_home
 from .client import STILL_INDEXING, DaemonUnavailable
 from .errors import VaultmemError
 from .imports import loaded_with_claude_md
 
 log = logging.getLogger(__name__)
 
+AGENTS = {"claude": "Claude Code", "codex": "Codex"}  # the agents whose hooks vaultmem installs and serves
 
 
 def estimate_tokens(text: str) -> int:
@@ -188,14 +191,13 @@ def claude_project_dir(project: Path) -> str:
 
 
 def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | None = None,
-                  session_id: str | None = None, source: str | None = None) -> str:
+                  session_id: str | None = None, source: str | None = None, agent: str = "claude") -> str:
     """The most relevant current memories for the project at `cwd`, as Markdown within
     `budget` tokens: the project's own notes first (its vault's memory notes, and Claude Code's
     memory for the project), then notes elsewhere that match what the project is doing now.
-    CLAUDE.md, AGENTS.md, MEMORY.md and the files they import are left out: Claude Code loads
-    them already. With a `session_id`, what is shown is remembered for the prompt hook; a
-    `source` other than "resume" (a new, cleared or compacted context) forgets what it was shown
-    before."""
+    What the `agent` loads itself is left out (`passed_over`). With a `session_id`, what is
+    shown is remembered for the prompt hook; a `source` other than "resume" (a new, cleared or
+    compacted context) forgets what it was shown before."""
     budget = budget or settings.agent.hook_tokens
     project = project_of(cwd)
     roots = vault_roots(backend)
@@ -209,7 +211,7 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
 
     def take(hits: list[dict]) -> None:
         for h in hits:
-            if _key(h) in seen or _loaded_by_claude_code(h, roots):
+            if _key(h) in seen or passed_over(agent, h, roots):
                 continue
             seen.add(_key(h))
             picked.append(h)
@@ -258,9 +260,9 @@ def prompt_queries(prompt: str) -> list[str]:
 
 
 def prompt_hits(backend: Backend, settings: Settings, prompt: str, shown: set[str] = frozenset(),
-                min_cosine: float | None = None) -> tuple[list[dict], dict[str, str]]:
-    """The hits the prompt hook shows for `prompt`, and the vaults' roots. Hits whose file Claude
-    Code loads itself, or in `shown` (the session has them already), are passed over; of the
+                min_cosine: float | None = None, agent: str = "claude") -> tuple[list[dict], dict[str, str]]:
+    """The hits the prompt hook shows for `prompt`, and the vaults' roots. Hits whose file the
+    `agent` loads itself, or in `shown` (the session has them already), are passed over; of the
     best `[agent] prompt_notes` left, a hit is kept only when its best chunk's cosine with the
     prompt reaches `min_cosine` (default `[agent] prompt_min_cosine`; 0: no gate). Scores are
     relative to the other hits, so they cannot tell that nothing is relevant; a cosine can.
@@ -284,7 +286,7 @@ def prompt_hits(backend: Backend, settings: Settings, prompt: str, shown: set[st
     if not any(close(h) for h in hits):  # most prompts: done without another request
         return [], {}
     roots = vault_roots(backend)
-    hits = [h for h in hits if _key(h) not in shown and not _loaded_by_claude_code(h, roots)]
+    hits = [h for h in hits if _key(h) not in shown and not passed_over(agent, h, roots)]
     return [h for h in hits[: cfg.prompt_notes] if close(h)], roots
 
 
@@ -293,11 +295,11 @@ def _cosine(hit: dict) -> float:
 
 
 def prompt_context(backend: Backend, settings: Settings, prompt: str, session_id: str | None = None,
-                   budget: int | None = None) -> str:
+                   budget: int | None = None, agent: str = "claude") -> str:
     """The notes that bear on a prompt the user just sent (`prompt_hits`), as Markdown within
     `budget` tokens, or "" when none does, as for most prompts."""
     shown = SessionNotes(settings.state_dir, session_id).load() if session_id else set()
-    hits, roots = prompt_hits(backend, settings, prompt, shown)
+    hits, roots = prompt_hits(backend, settings, prompt, shown, agent=agent)
     head = "Notes from the user's memory (vaultmem) that may bear on this prompt; open a file for the whole note:\n"
     lines, keys = _entries(hits, roots, (budget or settings.agent.prompt_tokens) - estimate_tokens(head), body_chars=300)
     if not lines:
@@ -307,7 +309,7 @@ def prompt_context(backend: Backend, settings: Settings, prompt: str, session_id
 
 
 class SessionNotes:
-    """The notes the hooks have shown one Claude Code session (by its session_id), so that a
+    """The notes the hooks have shown one agent session (by its session_id), so that a
     prompt is not answered with a note the session holds already. A small file per session under
     the state dir's `sessions/`; one untouched for SESSION_DAYS is removed when another is
     written. Losing one costs a repeated note, nothing more."""
@@ -347,9 +349,16 @@ def _key(hit: dict) -> str:
     return f"{hit['vault']}:{hit['path']}"
 
 
-def _loaded_by_claude_code(hit: dict, roots: dict[str, str]) -> bool:
+def passed_over(agent: str, hit: dict, roots: dict[str, str]) -> bool:
+    """Whether the hooks leave the hit's file out for the `agent`: a file the agent puts into
+    its context itself, or a MEMORY.md (an index of notes that are shown on their own). Claude
+    Code loads CLAUDE.md, CLAUDE.local.md, AGENTS.md, MEMORY.md, rules and the files they
+    import; Codex loads AGENTS.md alone (it reads no CLAUDE.md and follows no imports, so to a
+    Codex session those are notes like any other)."""
     root = roots.get(hit["vault"])
     seen_as = Vault(hit["vault"], Path(root)).globbed(hit["path"]) if root else hit["path"]
+    if agent == "codex":
+        return posixpath.basename(seen_as) == "AGENTS.md" or posixpath.basename(seen_as).lower() == "memory.md"
     return loaded_with_claude_md(seen_as, hit.get("imported_by"))
 
 
@@ -404,24 +413,36 @@ def _entry(hit: dict, roots: dict[str, str], body_chars: int = 400) -> str:
 # ------------------------------------------------------------------ installing the hook
 
 
-HOOKS = {"session-start": "SessionStart", "user-prompt-submit": "UserPromptSubmit"}  # vaultmem's name: Claude Code's
+HOOKS = {"session-start": "SessionStart", "user-prompt-submit": "UserPromptSubmit"}  # vaultmem's name: the event's
+
+
+def hooks_file(agent: str) -> Path:
+    """Where the `agent` reads the user's own hooks: Claude Code in settings.json under
+    $CLAUDE_CONFIG_DIR or ~/.claude, Codex in hooks.json under $CODEX_HOME or ~/.codex. Both
+    hold {"hooks": {EVENT: [{"matcher": ..., "hooks": [{"type": "command", ...}]}]}}."""
+    return codex_home() / "hooks.json" if agent == "codex" else claude_home() / "settings.json"
+
+
+def hook_command(exe: str, action: str, agent: str) -> str:
+    """The command line that runs a hook for the `agent` (`exe`: vaultmem, shell-quoted)."""
+    return f"{exe} hook {action}" + (f" --agent {agent}" if agent != "claude" else "")
 
 
 def hook_entry(action: str, command: str) -> dict:
-    """The settings entry that runs `command` (ending in `hook ACTION`) on the action's event."""
+    """The entry that runs `command` on the action's event (the same for both agents)."""
     hook = {"type": "command", "command": command, "timeout": 10}
     if action == "session-start":
         return {"matcher": "startup|resume|clear|compact", "hooks": [hook]}
     return {"hooks": [hook]}  # UserPromptSubmit takes no matcher
 
 
-def install_hook(settings_file: Path, commands: dict[str, str]) -> dict[str, bool]:
-    """Add vaultmem's hooks (`commands`: action to command) to a Claude Code settings file,
+def install_hook(settings_file: Path, commands: dict[str, str], agent: str = "claude") -> dict[str, bool]:
+    """Add vaultmem's hooks (`commands`: action to command) to the `agent`'s hooks file,
     keeping everything else in it (and its indentation: Claude Code writes two spaces, a
     hand-kept file may use four or tabs). Written atomically, through a symlink to its target,
     and only when a hook was added; returns for each action whether it was (False: there
-    already). A file whose shape is not a settings file's is refused, untouched."""
-    text, data, lists = _read_hooks(settings_file, list(commands))
+    already). A file whose shape is not a hooks file's is refused, untouched."""
+    text, data, lists = _read_hooks(settings_file, list(commands), agent)
     had_hooks = "hooks" in data
     hooks = data.setdefault("hooks", {})
     added: dict[str, bool] = {}
@@ -435,12 +456,12 @@ def install_hook(settings_file: Path, commands: dict[str, str]) -> dict[str, boo
     return added
 
 
-def uninstall_hook(settings_file: Path, actions: list[str]) -> dict[str, bool]:
-    """Take vaultmem's hooks for `actions` out of a Claude Code settings file, and nothing else:
+def uninstall_hook(settings_file: Path, actions: list[str], agent: str = "claude") -> dict[str, bool]:
+    """Take vaultmem's hooks for `actions` out of the `agent`'s hooks file, and nothing else:
     another command in the same entry stays, an entry or event list left empty goes, and so
     does a "hooks" left empty (so install then uninstall gives the file back as it was).
     Returns for each action whether it was there."""
-    text, data, lists = _read_hooks(settings_file, actions)
+    text, data, lists = _read_hooks(settings_file, actions, agent)
     removed: dict[str, bool] = {}
     for action in actions:
         entries = lists[action]
@@ -462,33 +483,35 @@ def uninstall_hook(settings_file: Path, actions: list[str]) -> dict[str, bool]:
     return removed
 
 
-def missing_hook(settings_file: Path | None = None) -> str | None:
-    """What to tell the user when Claude Code's user settings run some of vaultmem's hooks but
-    not all (one installed before the other existed); else None. Said by `vaultmem status`."""
+def missing_hook(agent: str = "claude") -> str | None:
+    """What to tell the user when the `agent`'s user hooks file runs some of vaultmem's hooks
+    but not all (one installed before the other existed); else None. Said by `vaultmem status`."""
     from .errors import UsageError
 
-    settings_file = settings_file or claude_home() / "settings.json"
+    settings_file = hooks_file(agent)
     try:
-        _, _, lists = _read_hooks(settings_file, list(HOOKS))
+        _, _, lists = _read_hooks(settings_file, list(HOOKS), agent)
     except (UsageError, OSError):  # not for status to judge: install says what is wrong
         return None
     there = [a for a in HOOKS if _has_ours(lists[a], a)]
     missing = [a for a in HOOKS if a not in there]
     if not there or not missing:
         return None
-    return (f"Claude Code runs vaultmem's {', '.join(there)} hook but not its {', '.join(missing)} hook "
-            f"({settings_file}): `vaultmem hook install` adds it")
+    install = "vaultmem hook install" + (f" --agent {agent}" if agent != "claude" else "")
+    return (f"{AGENTS[agent]} runs vaultmem's {', '.join(there)} hook but not its {', '.join(missing)} hook "
+            f"({settings_file}): `{install}` adds it")
 
 
 def _is_ours(hook: dict, action: str) -> bool:
-    return str(hook.get("command", "")).endswith(f"hook {action}")
+    """Whether a hook runs vaultmem's `action` (`hook_command`, as any release wrote it)."""
+    return re.search(rf"\bhook {action}( --agent \w+)?$", str(hook.get("command", ""))) is not None
 
 
 def _has_ours(entries: list[dict], action: str) -> bool:
     return any(_is_ours(h, action) for e in entries for h in e.get("hooks", []))
 
 
-def _read_hooks(settings_file: Path, actions: list[str]) -> tuple[str, dict, dict[str, list]]:
+def _read_hooks(settings_file: Path, actions: list[str], agent: str = "claude") -> tuple[str, dict, dict[str, list]]:
     """A settings file's text, its data, and for each action the list of entries of its event
     (a new empty list when there is none). A file that is no JSON object of hook lists is
     refused, untouched."""
@@ -511,8 +534,8 @@ def _read_hooks(settings_file: Path, actions: list[str]) -> tuple[str, dict, dic
                 isinstance(e, dict) and isinstance(e.get("hooks", []), list) and all(isinstance(h, dict) for h in e.get("hooks", []))
                 for e in entries):
             where = "the file" if hooks is None else "\"hooks\"" if entries is None else f"\"hooks\".\"{event}\""
-            raise UsageError(f"{settings_file}: {where} is not shaped as Claude Code's settings are (an object of "
-                             "hook lists); fix it or edit the hooks by hand (`vaultmem hook print` shows them)")
+            raise UsageError(f"{settings_file}: {where} is not shaped as {AGENTS[agent]}'s settings are (an object "
+                             "of hook lists); fix it or edit the hooks by hand (`vaultmem hook print` shows them)")
         lists[action] = entries
     return text, data, lists
 

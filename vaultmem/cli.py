@@ -234,23 +234,30 @@ def build_parser() -> argparse.ArgumentParser:
                                    "feedback, inventory and status. It asks the daemon (start that first, or "
                                    "it answers in-process, more slowly) and holds no index itself.",
                        epilog="install for Claude Code: claude mcp add --scope user vaultmem -- "
-                              "$(command -v vaultmem) mcp")
+                              "$(command -v vaultmem) mcp\n"
+                              "install for Codex:       codex mcp add vaultmem -- $(command -v vaultmem) mcp",
+                       formatter_class=_Help)
     p.add_argument("--socket", metavar="PATH", help="the daemon's socket")
     _common(p)
 
-    p = sub.add_parser("hook", help="Claude Code hooks: memories at session start and with each prompt",
-                       description="Hooks Claude Code runs, reading its JSON on stdin; what they print is added "
-                                   "to the session's context. They never fail a session: on any error they print "
-                                   "nothing and exit 0.\n\n"
+    p = sub.add_parser("hook", help="Claude Code and Codex hooks: memories at session start and with each prompt",
+                       description="Hooks Claude Code (or Codex, with --agent codex) runs, reading its JSON on "
+                                   "stdin; what they print is added to the session's context. They never fail a "
+                                   "session: on any error they print nothing and exit 0.\n\n"
                                    "session-start: the most relevant current memories for the project in the "
                                    "working directory, within a token budget ([agent] hook_tokens).\n"
                                    "user-prompt-submit: the few notes that bear on the prompt just sent, or nothing "
                                    "(as for most prompts): a note is shown only when its cosine with the prompt "
                                    "reaches [agent] prompt_min_cosine, and not again in the same session.\n"
-                                   "install: add both hooks (or --only one) to a Claude Code settings file; "
+                                   "install: add both hooks (or --only one) to the agent's hooks file; "
                                    "uninstall: take them out again (nothing else); "
-                                   "print: show the settings entries to add by hand.",
+                                   "print: show the entries to add by hand.\n\n"
+                                   "--agent codex: Codex reads the same entries from hooks.json in $CODEX_HOME "
+                                   "(~/.codex), and runs a new or changed hook only once you trust it in /hooks. "
+                                   "Its hooks pass over AGENTS.md alone, which Codex loads itself: it reads no "
+                                   "CLAUDE.md, rule or import, so those are shown to it like notes.",
                        epilog="examples:\n  vaultmem hook install              # ~/.claude/settings.json, or in $CLAUDE_CONFIG_DIR\n"
+                              "  vaultmem hook install --agent codex   # ~/.codex/hooks.json, or in $CODEX_HOME\n"
                               "  vaultmem hook install --settings .claude/settings.json --only session-start\n"
                               "  vaultmem hook uninstall --only user-prompt-submit\n"
                               "  vaultmem hook session-start --budget 800\n"
@@ -264,8 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cwd", metavar="DIR", help="session-start: the project directory (default: from stdin JSON, else here)")
     p.add_argument("--prompt", metavar="TEXT", help="user-prompt-submit: the prompt (default: from stdin JSON)")
     p.add_argument("--only", choices=["session-start", "user-prompt-submit"], help="install, uninstall, print: this hook alone")
-    p.add_argument("--settings", metavar="FILE", help="install, uninstall: the settings file (default settings.json in "
-                                                      "$CLAUDE_CONFIG_DIR, else in ~/.claude)")
+    p.add_argument("--agent", choices=["claude", "codex"], default="claude",
+                   help="the agent that runs the hooks: claude (Claude Code) or codex (default claude)")
+    p.add_argument("--settings", metavar="FILE", help="install, uninstall: the hooks file (default settings.json in "
+                                                      "$CLAUDE_CONFIG_DIR, else in ~/.claude; with --agent codex "
+                                                      "hooks.json in $CODEX_HOME, else in ~/.codex)")
     _common(p)
     _client(p)
 
@@ -559,7 +569,9 @@ def cmd_status(args: argparse.Namespace) -> int:
               " (directory not found: its notes are kept as last indexed until it is back)"))
     from .agent import missing_hook, unindexed_claude_home
 
-    for hint in ([] if args.quiet else [unindexed_claude_home([v["root"] for v in st["vaults"]]), missing_hook()]):
+    hints = [] if args.quiet else [unindexed_claude_home([v["root"] for v in st["vaults"]]),
+                                   missing_hook("claude"), missing_hook("codex")]
+    for hint in hints:
         if hint is not None:
             print(hint)
     print(f"{st['notes']} notes ({st['current']} current), {st['chunks']} chunks, "
@@ -722,20 +734,22 @@ def cmd_hook(args: argparse.Namespace) -> int:
     from . import agent
 
     if args.action in ("print", "install", "uninstall"):
-        commands = {a: f"{_self_command()} hook {a}" for a in agent.HOOKS if args.only in (None, a)}
+        exe = _self_command()
+        commands = {a: agent.hook_command(exe, a, args.agent) for a in agent.HOOKS if args.only in (None, a)}
         if args.action == "print":
             entries = {agent.HOOKS[a]: [agent.hook_entry(a, c)] for a, c in commands.items()}
             print(json.dumps({"hooks": entries}, indent=2))
             return 0
-        from .config import claude_home
-
-        target = Path(os.path.expanduser(args.settings)) if args.settings else claude_home() / "settings.json"
+        target = Path(os.path.expanduser(args.settings)) if args.settings else agent.hooks_file(args.agent)
         if args.action == "uninstall":
-            for action, removed in agent.uninstall_hook(target, list(commands)).items():
+            for action, removed in agent.uninstall_hook(target, list(commands), args.agent).items():
                 print(f"removed the {action} hook from {target}" if removed else f"the {action} hook is not in {target}")
             return 0
-        for action, added in agent.install_hook(target, commands).items():
-            print(f"added the {action} hook to {target}" if added else f"the {action} hook is already in {target}")
+        added = agent.install_hook(target, commands, args.agent)
+        for action, new in added.items():
+            print(f"added the {action} hook to {target}" if new else f"the {action} hook is already in {target}")
+        if args.agent == "codex" and any(added.values()):
+            print("Codex runs a new hook only once you trust it: start codex, open /hooks and trust vaultmem's")
         return 0
     event: dict = {}
     if not sys.stdin.isatty():
@@ -757,9 +771,10 @@ def cmd_hook(args: argparse.Namespace) -> int:
             if args.action == "session-start":
                 cwd = args.cwd or field("cwd") or os.getcwd()
                 text = agent.session_start(backend, backend.settings, os.path.abspath(cwd), args.budget,
-                                           session_id=session, source=field("source"))
+                                           session_id=session, source=field("source"), agent=args.agent)
             else:
-                text = agent.prompt_context(backend, backend.settings, prompt, session_id=session, budget=args.budget)
+                text = agent.prompt_context(backend, backend.settings, prompt, session_id=session, budget=args.budget,
+                                            agent=args.agent)
         finally:
             backend.close()
     except Exception as err:  # a hook must never break the session that runs it

@@ -1,9 +1,9 @@
 """Settings, resolved in exactly one place: defaults < config file < environment < flags.
 
 `resolve()` is the only function that reads the config file or the environment (but for
-`claude_home()`, which reads Claude Code's own variable); everything else receives a frozen
-`Settings`. Ranking weights and thresholds live here as data, not as literals in
-search code. The documented copy of every default is `config/vaultmem.toml`; a test keeps the two
+`claude_home()` and `codex_home()`, which read the agents' own variables); everything else
+receives a frozen `Settings`. Ranking weights and thresholds live here as data, not as literals
+in search code. The documented copy of every default is `config/vaultmem.toml`; a test keeps the two
 equal.
 """
 
@@ -113,6 +113,12 @@ def claude_home() -> Path:
     """Claude Code's own directory: `$CLAUDE_CONFIG_DIR` when set (Claude Code reads its
     settings, rules and project memory there), else `~/.claude`."""
     return Path(os.path.expanduser(os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude"))
+
+
+def codex_home() -> Path:
+    """Codex's own directory: `$CODEX_HOME` when set (Codex reads its config and hooks.json
+    there), else `~/.codex`."""
+    return Path(os.path.expanduser(os.environ.get("CODEX_HOME") or "~/.codex"))
 
 
 @functools.lru_cache(maxsize=8)
