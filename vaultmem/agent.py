@@ -358,7 +358,8 @@ def passed_over(agent: str, hit: dict, roots: dict[str, str]) -> bool:
     root = roots.get(hit["vault"])
     seen_as = Vault(hit["vault"], Path(root)).globbed(hit["path"]) if root else hit["path"]
     if agent == "codex":
-        return posixpath.basename(seen_as) == "AGENTS.md" or posixpath.basename(seen_as).lower() == "memory.md"
+        name = posixpath.basename(seen_as)
+        return name == "AGENTS.md" or name.lower() == "memory.md"
     return loaded_with_claude_md(seen_as, hit.get("imported_by"))
 
 
@@ -425,7 +426,12 @@ def hooks_file(agent: str) -> Path:
 
 def hook_command(exe: str, action: str, agent: str) -> str:
     """The command line that runs a hook for the `agent` (`exe`: vaultmem, shell-quoted)."""
-    return f"{exe} hook {action}" + (f" --agent {agent}" if agent != "claude" else "")
+    return f"{exe} hook {action}{_flag(agent)}"
+
+
+def _flag(agent: str) -> str:
+    """The `--agent` of vaultmem's commands for the `agent` (none for Claude Code, the default)."""
+    return f" --agent {agent}" if agent != "claude" else ""
 
 
 def hook_entry(action: str, command: str) -> dict:
@@ -497,9 +503,8 @@ def missing_hook(agent: str = "claude") -> str | None:
     missing = [a for a in HOOKS if a not in there]
     if not there or not missing:
         return None
-    install = "vaultmem hook install" + (f" --agent {agent}" if agent != "claude" else "")
     return (f"{AGENTS[agent]} runs vaultmem's {', '.join(there)} hook but not its {', '.join(missing)} hook "
-            f"({settings_file}): `{install}` adds it")
+            f"({settings_file}): `vaultmem hook install{_flag(agent)}` adds it")
 
 
 def _is_ours(hook: dict, action: str) -> bool:
@@ -535,7 +540,8 @@ def _read_hooks(settings_file: Path, actions: list[str], agent: str = "claude") 
                 for e in entries):
             where = "the file" if hooks is None else "\"hooks\"" if entries is None else f"\"hooks\".\"{event}\""
             raise UsageError(f"{settings_file}: {where} is not shaped as {AGENTS[agent]}'s settings are (an object "
-                             "of hook lists); fix it or edit the hooks by hand (`vaultmem hook print` shows them)")
+                             f"of hook lists); fix it or edit the hooks by hand (`vaultmem hook print{_flag(agent)}` "
+                             "shows them)")
         lists[action] = entries
     return text, data, lists
 
