@@ -133,9 +133,11 @@ def test_mcp_remember_names_its_vault_when_several_could_take_the_note(tmp_path)
 
     (tmp_path / "user/.claude").mkdir(parents=True)
     (tmp_path / "user/.claude/CLAUDE.md").write_text("# Mine\n\nanswer tersely\n")
+    write(tmp_path, "user/.codex/memories/MEMORY.md", "# Task Group: ledgerline\n")
     guess, named, elsewhere, gone, st = mcp_session(
         args, {"VAULTMEM_SOCKET": str(tmp_path / "none.sock"), "HOME": str(tmp_path / "user")}, steps)
     assert f"memory in {tmp_path / 'user/.claude'}" in st["note"] and "in no vault" in st["note"], st
+    assert f"Codex's own memory in {tmp_path / 'user/.codex'}" in st["note"], st
     assert elsewhere.is_error and "no note has the topic" in elsewhere.content[0].text, "home's note is not work's"
     assert gone["retired"] == [f"work:{named['path']}"] and gone["count"] == 1
     assert guess.is_error and "home, work" in guess.content[0].text
@@ -638,6 +640,24 @@ def test_prompt_hook_passes_over_the_files_claude_code_loads_to_the_note_below_t
     out = prompt_hook(state, ask).stdout
     assert "memory/rollback.md:" in out, out
     assert "CLAUDE.md" not in out and "AGENTS.md" not in out and "rules" not in out
+
+
+def test_codexs_memory_is_shown_to_each_agent_but_what_it_loads_itself(tmp_path):
+    """Codex's MEMORY.md is a handbook it searches, not an index like Claude Code's: both agents
+    are shown it. Its memory_summary.md Codex puts into every thread itself: Claude Code is shown
+    it, Codex is not."""
+    codex = tmp_path / "home" / ".codex"
+    write(codex, "memories/MEMORY.md", "# Task Group: ledgerline\n\n## User preferences\n\n- Integration tests "
+                                       "run against a throwaway PostgreSQL container, never the shared staging database.\n")
+    write(codex, "memories/memory_summary.md", "v1\nUser profile: a backend engineer on ledgerline who runs "
+                                               "integration tests against a throwaway PostgreSQL container.\n")
+    state = tmp_path / "state"
+    assert run_cli("index", "--vault", str(codex), "--state-dir", str(state)).returncode == 0
+    ask = "Which database do the integration tests run against?"
+    claude = prompt_hook(state, ask).stdout
+    assert "memories/MEMORY.md:" in claude and "memories/memory_summary.md:" in claude, claude
+    codex_out = prompt_hook(state, ask, "--agent", "codex").stdout
+    assert "memories/MEMORY.md:" in codex_out and "memory_summary.md" not in codex_out, codex_out
 
 
 def test_prompt_hook_finds_the_question_around_a_pasted_log(example_state):

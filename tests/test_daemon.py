@@ -751,15 +751,16 @@ def test_service_unit_pins_what_this_shell_resolved(tmp_path):
     cfg.write_text(f'[vaults]\nwork = "{vault}"\n')
     env = {"XDG_CONFIG_HOME": str(tmp_path / "cfg"), "VAULTMEM_STATE_DIR": str(tmp_path / "state 100%"),
            "VAULTMEM_SOCKET": str(tmp_path / "run/vm.sock"), "VAULTMEM_EMBEDDER_URL": "http://127.0.0.1:11434/%x",
-           "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-work")}
+           "CLAUDE_CONFIG_DIR": str(tmp_path / "claude-work"), "CODEX_HOME": str(tmp_path / "codex-work")}
     r = run_cli("service", "print", env=env)
     assert r.returncode == 0, r.stderr
     words = exec_start(r.stdout)
     assert words[1:] == ["daemon", "--state-dir", str(tmp_path / "state 100%"), "--config", str(cfg),
                          "--socket", str(tmp_path / "run/vm.sock")], r.stdout  # vaults: the config's, read by the daemon
     assert "Environment=VAULTMEM_EMBEDDER_URL=http://127.0.0.1:11434/%%x" in r.stdout.splitlines()
-    # the daemon must see Claude Code's directory where the shell does (its rules are notes)
+    # the daemon must see Claude Code's and Codex's directories where the shell does (their memory is notes)
     assert f"Environment=CLAUDE_CONFIG_DIR={tmp_path / 'claude-work'}" in r.stdout.splitlines()
+    assert f"Environment=CODEX_HOME={tmp_path / 'codex-work'}" in r.stdout.splitlines()
     assert "RestartPreventExitStatus=2 4" in r.stdout.splitlines()
     r = run_cli("service", "print", "--vault", f"w={vault}", env=env)
     assert exec_start(r.stdout)[2:4] == ["--vault", f"w={vault}"]

@@ -605,6 +605,57 @@ def test_claude_codes_directory_by_another_name_has_its_rules_found(tmp_path, mo
     assert rules_found(tmp_path / "c", tmp_path / "notes") == [], "not Claude Code's: rules/ is no note path"
 
 
+def test_codexs_own_memory_is_found_in_its_directory_by_any_name_and_above_it(tmp_path, monkeypatch):
+    """What Codex writes from past threads when its memories are on (~/.codex/memories/: the
+    MEMORY.md handbook, memory_summary.md, rollout_summaries/) is found in a vault that is
+    ~/.codex, $CODEX_HOME, or a folder that holds ~/.codex. raw_memories.md (its scratch input)
+    and the rest of its directory are no notes (its sessions/ not even walked), nor is a
+    `memories/` folder of anyone else's.
+    The inventory asks no machine-written file for a topic or tags."""
+    from conftest import Env
+    from vaultmem.daemon import _concerns
+    from vaultmem.inventory import take
+    from vaultmem.usage import Usage
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("CODEX_HOME", raising=False)
+    summary = "memories/rollout_summaries/2026-05-01T10-00-00-abcd-settlement_clock.md"
+    files = {"AGENTS.md": "# Mine\n\nalways answer in English\n",
+             "memories/MEMORY.md": "# Task Group: payments\n\n## Reusable knowledge\n\n- freeze the clock in settlement tests\n",
+             "memories/memory_summary.md": "v1\nUser profile: a backend engineer who wants small PRs\n",
+             "memories/raw_memories.md": "thread 1: settlement clock frozen\n",
+             summary: "thread_id: 019d0bea\n\n# Fixed the flaky settlement test\n\nthe clock is frozen now\n",
+             "sessions/2026/05/01/recap.md": "no note\n", "prompts/review.md": "no note\n"}
+    codex_notes = ["memories/MEMORY.md", "memories/memory_summary.md", summary]
+
+    def notes(root: Path, vault: Path, under: str = "") -> list[str]:
+        root.mkdir()
+        e = Env(root)
+        e.vault = vault
+        for rel, text in files.items():
+            e.write(under + rel, text)
+        e.sync()
+        s = e.settings()
+        with VaultIndex(s) as idx:
+            found = sorted(idx.catalog.paths("v"))
+            missing = take(idx, Usage(s.state_dir), s)["findings"]
+        assert not missing["missing_topic"] and not missing["missing_tags"], missing
+        new = f"{under}memories/rollout_summaries/2026-05-02T09-00-00-efgh-next.md"  # the daemon agrees
+        assert _concerns(s.vaults[0], new, False, s.index.include, s.index.exclude) == (f"{under}{summary}" in found)
+        assert not _concerns(s.vaults[0], f"{under}memories/raw_memories.md", False, s.index.include, s.index.exclude)
+        # Codex's transcripts (a JSONL file per thread, appended to as it runs): neither walked nor watched
+        assert _concerns(s.vaults[0], f"{under}sessions", True, s.index.include, s.index.exclude) == (
+            f"{under}{summary}" not in found)
+        return found
+
+    assert notes(tmp_path / "a", home / ".codex") == ["AGENTS.md", *codex_notes]  # --vault ~/.codex
+    assert notes(tmp_path / "b", home, ".codex/") == [".codex/AGENTS.md", *(f".codex/{p}" for p in codex_notes)]
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "config" / "codex-work"))
+    assert notes(tmp_path / "c", tmp_path / "config" / "codex-work") == ["AGENTS.md", *codex_notes]
+    assert notes(tmp_path / "d", tmp_path / "notes") == ["AGENTS.md"], "not Codex's: memories/ is no note path"
+
+
 def test_a_vault_that_is_a_claude_directory_has_its_rules_found(tmp_path):
     """`~/.claude` as a vault: the user's rules are `rules/*.md` there, which the default globs
     find as `.claude/rules/` (a project's `rules/` folder stays no note path)."""

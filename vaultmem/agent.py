@@ -29,7 +29,7 @@ from .backend import Backend
 from .config import Settings, Vault, claude_home, codex_home
 from .client import STILL_INDEXING, DaemonUnavailable
 from .errors import VaultmemError
-from .imports import loaded_with_claude_md
+from .imports import is_codex_memory, loaded_with_claude_md
 
 log = logging.getLogger(__name__)
 
@@ -159,22 +159,26 @@ def project_words(project: Path) -> str:
     return " ".join(words)
 
 
-def unindexed_claude_home(roots: list[str]) -> str | None:
-    """What to tell the user when Claude Code's directory (~/.claude, or $CLAUDE_CONFIG_DIR)
-    holds memory (its CLAUDE.md, a project's auto memory, a subagent's memory) that no vault
-    root in `roots` covers; else None. Said by `vaultmem status` and the MCP status tool."""
-    home = claude_home()
-    try:
-        real = home.resolve()
-        if not (real / "CLAUDE.md").is_file() and not any(
-                next(real.glob(pattern), None) for pattern in ("projects/*/memory/*.md", "agent-memory/*/*.md")):
-            return None
-    except OSError:
-        return None
-    if any(real.is_relative_to(root) for root in roots):
-        return None
-    return (f"Claude Code's own memory in {home} (CLAUDE.md, projects/*/memory/, agent-memory/) is in no vault, "
-            f"so it is not searched: add `--vault {home}`")
+def unindexed_homes(roots: list[str]) -> list[str]:
+    """What to tell the user about the agents' own directories that hold memory no vault root in
+    `roots` covers: Claude Code's (~/.claude, or $CLAUDE_CONFIG_DIR: its CLAUDE.md, a project's
+    auto memory, a subagent's memory) and Codex's (~/.codex, or $CODEX_HOME: what it writes in
+    memories/ when its memories are on). Said by `vaultmem status` and the MCP status tool."""
+    said = []
+    for home, patterns, what in (
+            (claude_home(), ("CLAUDE.md", "projects/*/memory/*.md", "agent-memory/*/*.md"),
+             "Claude Code's own memory in {} (CLAUDE.md, projects/*/memory/, agent-memory/)"),
+            (codex_home(), ("memories/MEMORY.md", "memories/memory_summary.md", "memories/rollout_summaries/*.md"),
+             "Codex's own memory in {} (memories/)")):
+        try:
+            real = home.resolve()
+            if not any(next(real.glob(pattern), None) for pattern in patterns):
+                continue
+        except OSError:
+            continue
+        if not any(real.is_relative_to(root) for root in roots):
+            said.append(f"{what.format(home)} is in no vault, so it is not searched: add `--vault {home}`")
+    return said
 
 
 CLAUDE_SLUG_MAX = 200  # Claude Code cuts a longer project name here and adds a hash of the path
@@ -353,12 +357,15 @@ def passed_over(agent: str, hit: dict, roots: dict[str, str]) -> bool:
     """Whether the hooks leave the hit's file out for the `agent`: a file the agent puts into
     its context itself, or a MEMORY.md (an index of notes that are shown on their own). Claude
     Code loads CLAUDE.md, CLAUDE.local.md, AGENTS.md, MEMORY.md, rules and the files they
-    import; Codex loads AGENTS.md alone (it reads no CLAUDE.md and follows no imports, so to a
-    Codex session those are notes like any other)."""
+    import; Codex loads AGENTS.md and its memory_summary.md alone (it reads no CLAUDE.md and
+    follows no imports, so to a Codex session those are notes like any other, and its own
+    MEMORY.md is a handbook it searches, not an index)."""
     root = roots.get(hit["vault"])
     seen_as = Vault(hit["vault"], Path(root)).globbed(hit["path"]) if root else hit["path"]
     if agent == "codex":
         name = posixpath.basename(seen_as)
+        if is_codex_memory(seen_as):
+            return name == "memory_summary.md"
         return name == "AGENTS.md" or name.lower() == "memory.md"
     return loaded_with_claude_md(seen_as, hit.get("imported_by"))
 

@@ -567,9 +567,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             continue
         print(f"vault {v['name']}: {v['root']}" + ("" if v.get("found", True) else
               " (directory not found: its notes are kept as last indexed until it is back)"))
-    from .agent import missing_hook, unindexed_claude_home
+    from .agent import missing_hook, unindexed_homes
 
-    hints = [] if args.quiet else [unindexed_claude_home([v["root"] for v in st["vaults"]]),
+    hints = [] if args.quiet else [*unindexed_homes([v["root"] for v in st["vaults"]]),
                                    missing_hook("claude"), missing_hook("codex")]
     for hint in hints:
         if hint is not None:

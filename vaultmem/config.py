@@ -27,12 +27,14 @@ DEFAULTS: dict[str, Any] = {
     "vaults": {},  # name -> directory
     "index": {
         "include": ["**/CLAUDE.md", "**/CLAUDE.local.md", "**/AGENTS.md", "**/.claude/rules/**/*.md",
-                    "**/memory/**/*.md", "**/.claude/agent-memory*/**/*.md"],
+                    "**/memory/**/*.md", "**/.claude/agent-memory*/**/*.md", "**/.codex/memories/MEMORY.md",
+                    "**/.codex/memories/memory_summary.md", "**/.codex/memories/rollout_summaries/*.md"],
         "exclude": [
             "**/.git/**", "**/node_modules/**", "**/.venv/**", "**/venv/**", "**/site-packages/**",
             "**/__pycache__/**", "**/.tox/**", "**/.nox/**", "**/.mypy_cache/**", "**/.pytest_cache/**",
             "**/.ruff_cache/**", "**/.hypothesis/**", "**/.gradle/**", "**/.next/**", "**/.terraform/**",
-            "**/.obsidian/**", "**/.trash/**", "**/.claude/plugins/**",
+            "**/.obsidian/**", "**/.trash/**", "**/.claude/plugins/**", "**/.codex/sessions/**",
+            "**/.codex/archived_sessions/**",
             "**/.*.swp", "**/.*.swx", "**/*~", "**/.#*", "**/*.tmp", "**/4913",
         ],
         "max_file_bytes": 5_000_000,
@@ -142,6 +144,12 @@ class Vault:
         see globbed."""
         return self.root.name == ".claude" or self.root == _real_path(str(claude_home()))
 
+    @functools.cached_property
+    def is_codex_dir(self) -> bool:
+        """The vault is a `.codex` directory, or Codex's own under another name
+        (`$CODEX_HOME`): see globbed."""
+        return self.root.name == ".codex" or self.root == _real_path(str(codex_home()))
+
     def owns(self, rel: str) -> bool:
         """Whether the vault-relative path `rel` is this vault's, not a nested vault's."""
         return not any(rel == d or rel.startswith(d + "/") for d in self.inner)
@@ -150,8 +158,12 @@ class Vault:
         """The path the include and exclude globs see for the vault-relative `rel`: in a vault
         that is a `.claude` directory (`~/.claude`, or Claude Code's own by another name),
         `.claude/rel`, so that the user's rules in `~/.claude/rules/` are found by
-        `**/.claude/rules/**/*.md` as a project's are."""
-        return f".claude/{rel}" if self.is_claude_dir else rel
+        `**/.claude/rules/**/*.md` as a project's are; in Codex's directory `.codex/rel`, so
+        that `**/.codex/memories/...` finds Codex's memory in a vault that is `~/.codex` as in
+        one that holds it."""
+        if self.is_claude_dir:
+            return f".claude/{rel}"
+        return f".codex/{rel}" if self.is_codex_dir else rel
 
     def status(self, configured: bool = True) -> dict:
         """As `status` reports it: `found` is false while the directory is missing (kept as last

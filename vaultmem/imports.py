@@ -36,10 +36,19 @@ def reads_imports(path: str) -> bool:
     return posixpath.basename(path) in ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md") or is_rule(path)
 
 
+def is_codex_memory(path: str) -> bool:
+    """A file of the memory Codex writes from past threads (`~/.codex/memories/`: its MEMORY.md
+    handbook, memory_summary.md, rollout_summaries/): machine-written, with no frontmatter."""
+    return path.startswith(".codex/memories/") or "/.codex/memories/" in path
+
+
 def loaded_with_claude_md(path: str, imported_by: str | None) -> bool:
     """Whether Claude Code puts a note into the session itself: an instruction file
-    (CLAUDE.md, CLAUDE.local.md, AGENTS.md, a MEMORY.md index, a rule), or a file one imports."""
-    return imported_by is not None or posixpath.basename(path).lower() in INSTRUCTION_FILES or is_rule(path)
+    (CLAUDE.md, CLAUDE.local.md, AGENTS.md, a MEMORY.md index, a rule), or a file one imports.
+    Codex's handbook is named MEMORY.md too, and Claude Code never loads it."""
+    if imported_by is not None:
+        return True
+    return not is_codex_memory(path) and (posixpath.basename(path).lower() in INSTRUCTION_FILES or is_rule(path))
 
 
 def locate(vaults: list[Vault], vault: Vault, importer: str, raw: str) -> tuple[Vault, str] | None:

@@ -159,8 +159,8 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
             st = b.request({"op": "status"})
             keep = ("vaults", "notes", "current", "chunks", "skipped", "pending", "embedder", "ready", "generation")
             out = {k: st[k] for k in keep if k in st} | {"daemon": b.via_daemon}
-            hint = agent.unindexed_claude_home([v["root"] for v in st["vaults"]])
-            return out | ({"note": hint} if hint else {})
+            hints = agent.unindexed_homes([v["root"] for v in st["vaults"]])
+            return out | ({"note": "; ".join(hints)} if hints else {})
         return call(run)
 
     return server

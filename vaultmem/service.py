@@ -20,8 +20,9 @@ from .errors import ServiceError, UsageError
 
 UNIT = "vaultmem.service"
 # settings read from the environment that the daemon started by systemd would not see
-# (and Claude Code's own directory, whose rules the globs see as `.claude/rules/`: config.Vault)
-PINNED_ENV = ("VAULTMEM_EMBEDDER", "VAULTMEM_EMBEDDER_URL", "VAULTMEM_EMBEDDER_MODEL", "CLAUDE_CONFIG_DIR")
+# (and Claude Code's and Codex's own directories, whose files the globs see as `.claude/...` and
+# `.codex/...`: config.Vault)
+PINNED_ENV = ("VAULTMEM_EMBEDDER", "VAULTMEM_EMBEDDER_URL", "VAULTMEM_EMBEDDER_MODEL", "CLAUDE_CONFIG_DIR", "CODEX_HOME")
 
 TEMPLATE = """\
 [Unit]
