@@ -199,56 +199,36 @@ def test_status_lists_counts(indexed):
     assert st["notes"] == 3 and st["current"] == 2 and st["embedder"] == "use-multilingual-v3"
 
 
-def test_status_says_when_codexs_own_memory_is_in_no_vault(indexed, tmp_path):
-    """With its memories on, Codex writes what it learned from past threads under
-    ~/.codex/memories/ (or $CODEX_HOME's): status says so until a vault covers it."""
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_status_says_when_an_agents_own_memory_is_in_no_vault(indexed, tmp_path, agent):
+    """Claude Code keeps the user's CLAUDE.md and each project's auto memory in its own
+    directory, and Codex (with its memories on) what it learned from past threads: a user who
+    indexed only a project never searches them, and is told how."""
     _, state = indexed
     home = tmp_path / "home"
-    write(home, ".codex/memories/rollout_summaries/2026-05-01T10-00-00-abcd-x.md", "# Fixed it\n\nfroze the clock\n")
-    hint = "Codex's own memory in"
+    folder, variable, kept, elsewhere, hint, what = {
+        "claude": (".claude", "CLAUDE_CONFIG_DIR", "projects/-src-app/memory/feedback.md", "agent-memory/reviewer/style.md",
+                   "Claude Code's own memory in", "(CLAUDE.md, projects/*/memory/, agent-memory/)"),
+        "codex": (".codex", "CODEX_HOME", "memories/rollout_summaries/2026-05-01T10-00-00-abcd-x.md", "memories/MEMORY.md",
+                  "Codex's own memory in", "(memories/)")}[agent]
+    write(home, f"{folder}/{kept}", note("tests", "run the tests first\n"))
 
     def status(*flags, **env) -> str:
         r = run_cli("status", "--state-dir", str(state), *flags, env={"HOME": str(home), **env})
         assert r.returncode == 0, r.stderr
         return r.stdout
 
-    assert (f"{hint} {home / '.codex'} (memories/) is in no vault, so it is not searched: "
-            f"add `--vault {home / '.codex'}`") in status()
-    assert hint not in status("-q")
-    assert hint not in status(CODEX_HOME=str(tmp_path / "elsewhere")), "no memory there"
-    write(tmp_path, "elsewhere/memories/MEMORY.md", "# Task Group: x\n")
-    assert f"{hint} {tmp_path / 'elsewhere'} " in status(CODEX_HOME=str(tmp_path / "elsewhere"))
+    assert (f"{hint} {home / folder} {what} is in no vault, so it is not searched: "
+            f"add `--vault {home / folder}`") in status()
+    assert hint not in status("-q"), "-q: results and errors only"
+    assert hint not in status(**{variable: str(tmp_path / "elsewhere")}), "no memory there"
+    write(tmp_path, f"elsewhere/{elsewhere}", "memory kept where the variable says\n")
+    assert f"{hint} {tmp_path / 'elsewhere'} " in status(**{variable: str(tmp_path / "elsewhere")})
     other = tmp_path / "state2"
-    r = run_cli("index", "--vault", str(home / ".codex"), "--state-dir", str(other), env={"HOME": str(home)})
+    r = run_cli("index", "--vault", str(home / folder), "--state-dir", str(other), env={"HOME": str(home)})
     assert r.returncode == 0, r.stderr
     r = run_cli("status", "--state-dir", str(other), env={"HOME": str(home)})
     assert r.returncode == 0 and hint not in r.stdout and "1 notes" in r.stdout, r.stdout
-
-
-def test_status_says_when_claude_codes_own_memory_is_in_no_vault(indexed, tmp_path):
-    """Claude Code keeps the user's CLAUDE.md and each project's auto memory in its own
-    directory: a user who indexed only a project never searches them, and is told how."""
-    _, state = indexed
-    home = tmp_path / "home"
-    write(home, ".claude/projects/-src-app/memory/feedback.md", note("tests", "run the tests first\n"))
-    hint = "Claude Code's own memory in"
-
-    def status(*flags, **env) -> str:
-        r = run_cli("status", "--state-dir", str(state), *flags, env={"HOME": str(home), **env})
-        assert r.returncode == 0, r.stderr
-        return r.stdout
-
-    assert f"{hint} {home / '.claude'} (CLAUDE.md, projects/*/memory/, agent-memory/) is in no vault" in status()
-    assert f"add `--vault {home / '.claude'}`" in status()
-    assert hint not in status("-q"), "-q: results and errors only"
-    assert hint not in status(CLAUDE_CONFIG_DIR=str(tmp_path / "elsewhere")), "no memory there"
-    write(tmp_path, "elsewhere/agent-memory/reviewer/style.md", "a subagent's own memory\n")
-    assert f"{hint} {tmp_path / 'elsewhere'} " in status(CLAUDE_CONFIG_DIR=str(tmp_path / "elsewhere"))
-    other = tmp_path / "state2"
-    r = run_cli("index", "--vault", str(home / ".claude"), "--state-dir", str(other), env={"HOME": str(home)})
-    assert r.returncode == 0, r.stderr
-    r = run_cli("status", "--state-dir", str(other), env={"HOME": str(home)})
-    assert r.returncode == 0 and hint not in r.stdout, r.stdout
 
 
 def test_help_teaches(tmp_path):
