@@ -5,7 +5,8 @@
 nothing to do with any note. It adds a note only when that note's best chunk reaches a cosine of
 `[agent] prompt_min_cosine` with the prompt. This script measures where that line should sit,
 on the dev sets under ../shared/eval (read in place), with the hook's own choice of hits
-(`agent.prompt_hits`: files Claude Code loads itself passed over, then the best `--k`):
+(`agent.prompt_hits`: files the agent loads itself passed over, then the best `--k`; `--agent
+codex` passes over AGENTS.md alone, so the CLAUDE.md files of the off-topic vault compete too):
 
 - on topic: each set's judged questions against the set's own vault (LoCoMo turns, JSQuAD);
   the share of questions that would still get a note, and a relevant one, at each gate;
@@ -14,6 +15,7 @@ on the dev sets under ../shared/eval (read in place), with the hook's own choice
 
     python bench/prompt_gate.py                  # all queries, gates 0.15..0.40
     python bench/prompt_gate.py --limit 300 --k 3
+    python bench/prompt_gate.py --agent codex
 """
 
 from __future__ import annotations
@@ -48,8 +50,8 @@ def open_backend(name: str, state_root: Path, k: int) -> Backend:
     return Backend(settings, no_daemon=True, quiet=True)
 
 
-def ask(backend: Backend, text: str) -> list[dict]:
-    return prompt_hits(backend, backend.settings, text, min_cosine=0)[0]  # every gate is applied below
+def ask(backend: Backend, text: str, agent: str) -> list[dict]:
+    return prompt_hits(backend, backend.settings, text, min_cosine=0, agent=agent)[0]  # every gate is applied below
 
 
 def cosine(hit: dict) -> float:
@@ -71,6 +73,8 @@ def main() -> None:
     ap.add_argument("--limit", type=int, help="only the first N queries of each set")
     ap.add_argument("--k", type=int, default=3, help="hits the hook looks at (default 3)")
     ap.add_argument("--state-root", default=str(ROOT / "bench" / "out"))
+    ap.add_argument("--agent", choices=["claude", "codex"], default="claude",
+                    help="whose hook: what it passes over (default claude)")
     args = ap.parse_args()
     state_root = Path(args.state_root)
     off = open_backend("claude-corpus", state_root, args.k)
@@ -78,8 +82,8 @@ def main() -> None:
         rows = [json.loads(line) for line in qfile.read_text().splitlines() if line.strip()]
         rows = [r for r in rows if r.get("relevant_note_ids")][: args.limit]
         on = open_backend(name, state_root, args.k)
-        on_hits = [(ask(on, r["query"]), set(r["relevant_note_ids"])) for r in rows]
-        off_hits = [ask(off, r["query"]) for r in rows]
+        on_hits = [(ask(on, r["query"], args.agent), set(r["relevant_note_ids"])) for r in rows]
+        off_hits = [ask(off, r["query"], args.agent) for r in rows]
         on.close()
         on_top = [max(map(cosine, h), default=0.0) for h, _ in on_hits]
         off_top = [max(map(cosine, h), default=0.0) for h in off_hits]
