@@ -90,7 +90,17 @@ class _Help(argparse.RawDescriptionHelpFormatter):
                          for line in text.splitlines())
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unbuilt:
+    """Stands for the parser of a command that was not asked for: whatever is added to it is
+    dropped (a process parses one command, and building all thirteen costs ~8 ms of its start)."""
+
+    def __getattr__(self, name: str):
+        return lambda *args, **kwargs: self
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: with `command`, that command's parser alone is built; with
+    none, every command's (for `vaultmem --help`, and the error that lists them on a wrong name)."""
     parser = argparse.ArgumentParser(
         prog="vaultmem",
         description="Local memory for AI coding agents: search your CLAUDE.md, AGENTS.md and memory notes "
@@ -99,7 +109,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"vaultmem {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("index", help="index vaults in this process (incremental: only changed files are read)",
+    def add(name: str, **kwargs) -> argparse.ArgumentParser:
+        return sub.add_parser(name, **kwargs) if command in (None, name) else _Unbuilt()
+
+    p = add("index", help="index vaults in this process (incremental: only changed files are read)",
                        description="Build or update the index of one or more vaults. Unchanged files cost "
                                    "one stat; changed text is re-embedded, unchanged text never. A big load "
                                    "([index] batch_files notes or more) is followed by the upkeep the daemon "
@@ -113,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     _common(p)
 
-    p = sub.add_parser("query", help="search the index",
+    p = add("query", help="search the index",
                        description="Search current notes by words and meaning. A word no note has (a typo) "
                                    "is looked up by similar spelling; put a word or phrase in double quotes "
                                    "to require it exactly (also inside Japanese/Korean text). With filters and "
@@ -131,12 +144,12 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _client(p)
 
-    p = sub.add_parser("status", help="what is indexed, and what was skipped and why")
+    p = add("status", help="what is indexed, and what was skipped and why")
     p.add_argument("--json", action="store_true", help="print JSON")
     _common(p)
     _client(p)
 
-    p = sub.add_parser("reindex", help="reconcile the index with the files now (through the daemon if it runs)",
+    p = add("reindex", help="reconcile the index with the files now (through the daemon if it runs)",
                        description="Bring the index in line with the vaults' files now, through the daemon if it\n"
                                    "runs (it does this by itself on every change it sees, and every [daemon]\n"
                                    "reconcile_minutes). --rebuild starts from an empty index. --drop-vault takes a\n"
@@ -151,7 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _client(p)
 
-    p = sub.add_parser("remember", help="write a new note (one line is enough) and index it at once",
+    p = add("remember", help="write a new note (one line is enough) and index it at once",
                        description="Write a new note into the vault's memory/ folder, with frontmatter (topic, "
                                    "date with time zone, kind, tags, importance) and a file name made from the "
                                    "topic. A note on an existing topic supersedes the current one; the command "
@@ -170,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _client(p)
 
-    p = sub.add_parser("forget", help="retire a note (the file stays) or delete it",
+    p = add("forget", help="retire a note (the file stays) or delete it",
                        description="Retire notes: they stop being current and leave default results, with no "
                                    "newer note needed; the file is not touched and `--restore` undoes it. Or "
                                    "delete the files (asks first on a terminal; --yes for scripts).",
@@ -190,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _client(p)
 
-    p = sub.add_parser("feedback", help="say a note was useful or not (it moves the note's ranking weight)",
+    p = add("feedback", help="say a note was useful or not (it moves the note's ranking weight)",
                        description="Record that a note helped (or did not). The note's feedback weight moves "
                                    "by an exponential moving average and enters every later ranking as "
                                    "feedback_factor (see --explain). Kept in the state dir, never in the note.",
@@ -204,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _client(p)
 
-    p = sub.add_parser("stats", help="how often notes were retrieved, their feedback, per-task attribution",
+    p = add("stats", help="how often notes were retrieved, their feedback, per-task attribution",
                        description="Retrieval statistics from vaultmem's own records: per note, times returned "
                                    "by queries and when last, feedback, retirement; with --task, that task's "
                                    "attribution table (note, best score and rank, credit from feedback).")
@@ -215,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _client(p)
 
-    p = sub.add_parser("inventory", help="the stock-take: duplicated, stale, unused, broken, out-of-sync, secrets",
+    p = add("inventory", help="the stock-take: duplicated, stale, unused, broken, out-of-sync, secrets",
                        description="Check the pile: topics with several current notes, stale and never "
                                    "retrieved notes, notes missing topic or tags, broken supersedes, notes "
                                    "dated in the future, files the index disagrees with, near-duplicates, "
@@ -229,7 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _client(p)
 
-    p = sub.add_parser("mcp", help="serve the memory to agents over MCP (stdio)",
+    p = add("mcp", help="serve the memory to agents over MCP (stdio)",
                        description="An MCP server on stdin/stdout with the tools recall, remember, forget, "
                                    "feedback, inventory and status. It asks the daemon (start that first, or "
                                    "it answers in-process, more slowly) and holds no index itself.",
@@ -240,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--socket", metavar="PATH", help="the daemon's socket")
     _common(p)
 
-    p = sub.add_parser("hook", help="Claude Code and Codex hooks: memories at session start and with each prompt",
+    p = add("hook", help="Claude Code and Codex hooks: memories at session start and with each prompt",
                        description="Hooks Claude Code (or Codex, with --agent codex) runs, reading its JSON on "
                                    "stdin; what they print is added to the session's context. They never fail a "
                                    "session: on any error they print nothing and exit 0.\n\n"
@@ -279,7 +292,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     _client(p)
 
-    p = sub.add_parser("daemon", help="watch the vaults and serve queries on a Unix socket (foreground)",
+    p = add("daemon", help="watch the vaults and serve queries on a Unix socket (foreground)",
                        description="Run in the foreground (what systemd starts): index the vaults, keep the "
                                    "index equal to the files as they change, answer on a Unix socket. "
                                    "SIGTERM finishes the batch in hand, commits and exits; SIGHUP (systemctl --user "
@@ -292,7 +305,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="socket path (default $VAULTMEM_SOCKET or $XDG_RUNTIME_DIR/vaultmem/vaultmem.sock)")
     _common(p)
 
-    p = sub.add_parser("service", help="install the systemd user service",
+    p = add("service", help="install the systemd user service",
                        description="Write ~/.config/systemd/user/vaultmem.service for this user, running "
                                    "`vaultmem daemon` with the given options and with the state dir, config "
                                    "file, socket and embedder settings this shell resolves (systemd does not "
@@ -833,8 +846,8 @@ COMMANDS = {"index": cmd_index, "query": cmd_query, "status": cmd_status, "reind
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
     # bytes that are no UTF-8 reach Python as lone surrogates, which fail only later, as a
     # traceback, when the query, topic or path is written anywhere
     bad = next((a for a in argv if any("\udc80" <= c <= "\udcff" for c in a)), None)
