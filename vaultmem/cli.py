@@ -113,13 +113,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         return sub.add_parser(name, **kwargs) if command in (None, name) else _Unbuilt()
 
     p = add("index", help="index vaults in this process (incremental: only changed files are read)",
-                       description="Build or update the index of one or more vaults. Unchanged files cost "
-                                   "one stat; changed text is re-embedded, unchanged text never. A big load "
-                                   "([index] batch_files notes or more) is followed by the upkeep the daemon "
-                                   "runs: compaction, and past 100,000 chunks the vector index (minutes, once). "
-                                   "While a daemon keeps the index, it does the work (a vault it does not watch "
-                                   "goes in its config first: the error says how).",
-                       epilog="example: vaultmem index --vault ~/.claude --vault work=~/src/app --state-dir ~/.local/state/vaultmem")
+            description="Build or update the index of one or more vaults. Unchanged files cost "
+                        "one stat; changed text is re-embedded, unchanged text never. A big load "
+                        "([index] batch_files notes or more) is followed by the upkeep the daemon "
+                        "runs: compaction, and past 100,000 chunks the vector index (minutes, once). "
+                        "While a daemon keeps the index, it does the work (a vault it does not watch "
+                        "goes in its config first: the error says how).",
+            epilog="example: vaultmem index --vault ~/.claude --vault work=~/src/app --state-dir ~/.local/state/vaultmem")
     p.add_argument("--vault", action="append", default=[], metavar="[NAME=]DIR",
                    help="a vault directory (repeatable; default: the vaults indexed before)")
     p.add_argument("--rebuild", action="store_true", help="drop the index and re-read every file")
@@ -127,15 +127,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _common(p)
 
     p = add("query", help="search the index",
-                       description="Search current notes by words and meaning. A word no note has (a typo) "
-                                   "is looked up by similar spelling; put a word or phrase in double quotes "
-                                   "to require it exactly (also inside Japanese/Korean text). With filters and "
-                                   "no text, it lists the notes that pass them, newest first.",
-                       epilog='examples:\n  vaultmem query "how do we deploy"\n  vaultmem query \'"デプロイ手順"\' --mode text\n'
-                              '  vaultmem query deploy --tag ops --history --json\n'
-                              '  vaultmem query --tag ops --since 2w            # list: newest first\n'
-                              '  vaultmem query --batch questions.txt --json',
-                       formatter_class=_Help)
+            description="Search current notes by words and meaning. A word no note has (a typo) "
+                        "is looked up by similar spelling; put a word or phrase in double quotes "
+                        "to require it exactly (also inside Japanese/Korean text). With filters and "
+                        "no text, it lists the notes that pass them, newest first.",
+            epilog='examples:\n  vaultmem query "how do we deploy"\n  vaultmem query \'"デプロイ手順"\' --mode text\n'
+                   '  vaultmem query deploy --tag ops --history --json\n'
+                   '  vaultmem query --tag ops --since 2w            # list: newest first\n'
+                   '  vaultmem query --batch questions.txt --json',
+            formatter_class=_Help)
     p.add_argument("text", nargs="*", help="what to look for (none, with a filter: list the notes that pass it)")
     p.add_argument("--batch", metavar="FILE", help="one query per line (text, or JSON with 'text' and options); '-' is stdin")
     p.add_argument("--vault", action="append", default=[], metavar="NAME|DIR", help="only this vault (repeatable)")
@@ -150,13 +150,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _client(p)
 
     p = add("reindex", help="reconcile the index with the files now (through the daemon if it runs)",
-                       description="Bring the index in line with the vaults' files now, through the daemon if it\n"
-                                   "runs (it does this by itself on every change it sees, and every [daemon]\n"
-                                   "reconcile_minutes). --rebuild starts from an empty index. --drop-vault takes a\n"
-                                   "vault you removed from the config out of the index (`vaultmem status` lists it\n"
-                                   "as not in the config); its files are not touched.",
-                       epilog="examples:\n  vaultmem reindex\n  vaultmem reindex --drop-vault old-project",
-                       formatter_class=_Help)
+            description="Bring the index in line with the vaults' files now, through the daemon if it\n"
+                        "runs (it does this by itself on every change it sees, and every [daemon]\n"
+                        "reconcile_minutes). --rebuild starts from an empty index. --drop-vault takes a\n"
+                        "vault you removed from the config out of the index (`vaultmem status` lists it\n"
+                        "as not in the config); its files are not touched.",
+            epilog="examples:\n  vaultmem reindex\n  vaultmem reindex --drop-vault old-project",
+            formatter_class=_Help)
     p.add_argument("--rebuild", action="store_true", help="drop the index and re-read every file")
     p.add_argument("--drop-vault", action="append", default=[], metavar="NAME",
                    help="remove this vault's notes from the index, not its files (repeatable)")
@@ -165,14 +165,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _client(p)
 
     p = add("remember", help="write a new note (one line is enough) and index it at once",
-                       description="Write a new note into the vault's memory/ folder, with frontmatter (topic, "
-                                   "date with time zone, kind, tags, importance) and a file name made from the "
-                                   "topic. A note on an existing topic supersedes the current one; the command "
-                                   "says which. The note is searchable when the command returns.",
-                       epilog='examples:\n  vaultmem remember --topic "deploy procedure" --tag ops "Deploy with make ship; '
-                              'staging first."\n  git log -1 --format=%B | vaultmem remember --topic release-notes -\n'
-                              '  vaultmem remember --topic 배포 --kind decision "배포는 금요일에 하지 않는다"',
-                       formatter_class=_Help)
+            description="Write a new note into the vault's memory/ folder, with frontmatter (topic, "
+                        "date with time zone, kind, tags, importance) and a file name made from the "
+                        "topic. A note on an existing topic supersedes the current one; the command "
+                        "says which. The note is searchable when the command returns.",
+            epilog='examples:\n  vaultmem remember --topic "deploy procedure" --tag ops "Deploy with make ship; '
+                   'staging first."\n  git log -1 --format=%B | vaultmem remember --topic release-notes -\n'
+                   '  vaultmem remember --topic 배포 --kind decision "배포는 금요일에 하지 않는다"',
+            formatter_class=_Help)
     p.add_argument("text", nargs="*", help="the note's text; '-' (or nothing, with input piped) reads stdin")
     p.add_argument("--topic", required=True, help="what the note is about; notes on one topic form a chain")
     p.add_argument("--tag", "--tags", dest="tag", action=_Tags, default=[], metavar="T", help="a tag (repeat, or a,b)")
@@ -184,12 +184,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _client(p)
 
     p = add("forget", help="retire a note (the file stays) or delete it",
-                       description="Retire notes: they stop being current and leave default results, with no "
-                                   "newer note needed; the file is not touched and `--restore` undoes it. Or "
-                                   "delete the files (asks first on a terminal; --yes for scripts).",
-                       epilog="examples:\n  vaultmem forget memory/old-idea.md\n  vaultmem forget --topic "
-                              "'deploy procedure' --restore\n  vaultmem forget --delete --yes memory/scratch.md",
-                       formatter_class=_Help)
+            description="Retire notes: they stop being current and leave default results, with no "
+                        "newer note needed; the file is not touched and `--restore` undoes it. Or "
+                        "delete the files (asks first on a terminal; --yes for scripts).",
+            epilog="examples:\n  vaultmem forget memory/old-idea.md\n  vaultmem forget --topic "
+                   "'deploy procedure' --restore\n  vaultmem forget --delete --yes memory/scratch.md",
+            formatter_class=_Help)
     p.add_argument("paths", nargs="*", metavar="PATH", help="notes, as paths (absolute, relative, or VAULT:PATH)")
     p.add_argument("--topic", metavar="X", help="every note of this topic instead")
     p.add_argument("--vault", metavar="NAME|DIR", help="with --topic: only this vault")
@@ -204,10 +204,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _client(p)
 
     p = add("feedback", help="say a note was useful or not (it moves the note's ranking weight)",
-                       description="Record that a note helped (or did not). The note's feedback weight moves "
-                                   "by an exponential moving average and enters every later ranking as "
-                                   "feedback_factor (see --explain). Kept in the state dir, never in the note.",
-                       epilog="example: vaultmem feedback memory/deploy.md --useful --task PROJ-12")
+            description="Record that a note helped (or did not). The note's feedback weight moves "
+                        "by an exponential moving average and enters every later ranking as "
+                        "feedback_factor (see --explain). Kept in the state dir, never in the note.",
+            epilog="example: vaultmem feedback memory/deploy.md --useful --task PROJ-12")
     p.add_argument("path", metavar="PATH", help="the note (absolute, relative, or VAULT:PATH)")
     g = p.add_mutually_exclusive_group(required=True)
     g.add_argument("--useful", action="store_true")
@@ -218,9 +218,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _client(p)
 
     p = add("stats", help="how often notes were retrieved, their feedback, per-task attribution",
-                       description="Retrieval statistics from vaultmem's own records: per note, times returned "
-                                   "by queries and when last, feedback, retirement; with --task, that task's "
-                                   "attribution table (note, best score and rank, credit from feedback).")
+            description="Retrieval statistics from vaultmem's own records: per note, times returned "
+                        "by queries and when last, feedback, retirement; with --task, that task's "
+                        "attribution table (note, best score and rank, credit from feedback).")
     p.add_argument("paths", nargs="*", metavar="PATH", help="only these notes")
     p.add_argument("--task", metavar="ID", help="show the attribution table of this task ('' for every task)")
     p.add_argument("--top", type=int, default=20, metavar="N", help="notes to list (default 20; 0 all)")
@@ -229,12 +229,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _client(p)
 
     p = add("inventory", help="the stock-take: duplicated, stale, unused, broken, out-of-sync, secrets",
-                       description="Check the pile: topics with several current notes, stale and never "
-                                   "retrieved notes, notes missing topic or tags, broken supersedes, notes "
-                                   "dated in the future, files the index disagrees with, near-duplicates, "
-                                   "likely secrets. Exit 0 when clean, "
-                                   "1 when anything is found. The daemon also saves one regularly under the "
-                                   "state dir (inventory/latest.txt).")
+            description="Check the pile: topics with several current notes, stale and never "
+                        "retrieved notes, notes missing topic or tags, broken supersedes, notes "
+                        "dated in the future, files the index disagrees with, near-duplicates, "
+                        "likely secrets. Exit 0 when clean, "
+                        "1 when anything is found. The daemon also saves one regularly under the "
+                        "state dir (inventory/latest.txt).")
     p.add_argument("--stale-days", type=float, metavar="N", help="stale after N days (default 180)")
     p.add_argument("--unretrieved-days", type=float, metavar="N", help="never retrieved in N days (default 90)")
     p.add_argument("--all", action="store_true", help="list every finding (default: 20 per section)")
@@ -243,39 +243,39 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _client(p)
 
     p = add("mcp", help="serve the memory to agents over MCP (stdio)",
-                       description="An MCP server on stdin/stdout with the tools recall, remember, forget, "
-                                   "feedback, inventory and status. It asks the daemon (start that first, or "
-                                   "it answers in-process, more slowly) and holds no index itself.",
-                       epilog="install for Claude Code: claude mcp add --scope user vaultmem -- "
-                              "$(command -v vaultmem) mcp\n"
-                              "install for Codex:       codex mcp add vaultmem -- $(command -v vaultmem) mcp",
-                       formatter_class=_Help)
+            description="An MCP server on stdin/stdout with the tools recall, remember, forget, "
+                        "feedback, inventory and status. It asks the daemon (start that first, or "
+                        "it answers in-process, more slowly) and holds no index itself.",
+            epilog="install for Claude Code: claude mcp add --scope user vaultmem -- "
+                   "$(command -v vaultmem) mcp\n"
+                   "install for Codex:       codex mcp add vaultmem -- $(command -v vaultmem) mcp",
+            formatter_class=_Help)
     p.add_argument("--socket", metavar="PATH", help="the daemon's socket")
     _common(p)
 
     p = add("hook", help="Claude Code and Codex hooks: memories at session start and with each prompt",
-                       description="Hooks Claude Code (or Codex, with --agent codex) runs, reading its JSON on "
-                                   "stdin; what they print is added to the session's context. They never fail a "
-                                   "session: on any error they print nothing and exit 0.\n\n"
-                                   "session-start: the most relevant current memories for the project in the "
-                                   "working directory, within a token budget ([agent] hook_tokens).\n"
-                                   "user-prompt-submit: the few notes that bear on the prompt just sent, or nothing "
-                                   "(as for most prompts): a note is shown only when its cosine with the prompt "
-                                   "reaches [agent] prompt_min_cosine, and not again in the same session.\n"
-                                   "install: add both hooks (or --only one) to the agent's hooks file; "
-                                   "uninstall: take them out again (nothing else); "
-                                   "print: show the entries to add by hand.\n\n"
-                                   "--agent codex: Codex reads the same entries from hooks.json in $CODEX_HOME "
-                                   "(~/.codex), and runs a new or changed hook only once you trust it in /hooks. "
-                                   "Its hooks pass over AGENTS.md alone, which Codex loads itself: it reads no "
-                                   "CLAUDE.md, rule or import, so those are shown to it like notes.",
-                       epilog="examples:\n  vaultmem hook install              # ~/.claude/settings.json, or in $CLAUDE_CONFIG_DIR\n"
-                              "  vaultmem hook install --agent codex   # ~/.codex/hooks.json, or in $CODEX_HOME\n"
-                              "  vaultmem hook install --settings .claude/settings.json --only session-start\n"
-                              "  vaultmem hook uninstall --only user-prompt-submit\n"
-                              "  vaultmem hook session-start --budget 800\n"
-                              "  vaultmem hook user-prompt-submit --prompt 'why does the deploy need a smoke test?'",
-                       formatter_class=_Help)
+            description="Hooks Claude Code (or Codex, with --agent codex) runs, reading its JSON on "
+                        "stdin; what they print is added to the session's context. They never fail a "
+                        "session: on any error they print nothing and exit 0.\n\n"
+                        "session-start: the most relevant current memories for the project in the "
+                        "working directory, within a token budget ([agent] hook_tokens).\n"
+                        "user-prompt-submit: the few notes that bear on the prompt just sent, or nothing "
+                        "(as for most prompts): a note is shown only when its cosine with the prompt "
+                        "reaches [agent] prompt_min_cosine, and not again in the same session.\n"
+                        "install: add both hooks (or --only one) to the agent's hooks file; "
+                        "uninstall: take them out again (nothing else); "
+                        "print: show the entries to add by hand.\n\n"
+                        "--agent codex: Codex reads the same entries from hooks.json in $CODEX_HOME "
+                        "(~/.codex), and runs a new or changed hook only once you trust it in /hooks. "
+                        "Its hooks pass over AGENTS.md alone, which Codex loads itself: it reads no "
+                        "CLAUDE.md, rule or import, so those are shown to it like notes.",
+            epilog="examples:\n  vaultmem hook install              # ~/.claude/settings.json, or in $CLAUDE_CONFIG_DIR\n"
+                   "  vaultmem hook install --agent codex   # ~/.codex/hooks.json, or in $CODEX_HOME\n"
+                   "  vaultmem hook install --settings .claude/settings.json --only session-start\n"
+                   "  vaultmem hook uninstall --only user-prompt-submit\n"
+                   "  vaultmem hook session-start --budget 800\n"
+                   "  vaultmem hook user-prompt-submit --prompt 'why does the deploy need a smoke test?'",
+            formatter_class=_Help)
     p.add_argument("action", choices=["session-start", "user-prompt-submit", "install", "uninstall", "print"],
                    help="session-start or user-prompt-submit: run that hook; install or uninstall: add or "
                         "remove the hooks; print: show the settings entries")
@@ -293,12 +293,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _client(p)
 
     p = add("daemon", help="watch the vaults and serve queries on a Unix socket (foreground)",
-                       description="Run in the foreground (what systemd starts): index the vaults, keep the "
-                                   "index equal to the files as they change, answer on a Unix socket. "
-                                   "SIGTERM finishes the batch in hand, commits and exits; SIGHUP (systemctl --user "
-                                   "reload vaultmem) reads the config again and starts over, or, when the "
-                                   "config does not read, says why in the log and goes on as it was.",
-                       epilog="example: vaultmem daemon --vault ~/.claude --vault work=~/src/app")
+            description="Run in the foreground (what systemd starts): index the vaults, keep the "
+                        "index equal to the files as they change, answer on a Unix socket. "
+                        "SIGTERM finishes the batch in hand, commits and exits; SIGHUP (systemctl --user "
+                        "reload vaultmem) reads the config again and starts over, or, when the "
+                        "config does not read, says why in the log and goes on as it was.",
+            epilog="example: vaultmem daemon --vault ~/.claude --vault work=~/src/app")
     p.add_argument("--vault", action="append", default=[], metavar="[NAME=]DIR",
                    help="a vault directory (repeatable; default: the configured or previously indexed vaults)")
     p.add_argument("--socket", metavar="PATH",
@@ -306,17 +306,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _common(p)
 
     p = add("service", help="install the systemd user service",
-                       description="Write ~/.config/systemd/user/vaultmem.service for this user, running "
-                                   "`vaultmem daemon` with the given options and with the state dir, config "
-                                   "file, socket and embedder settings this shell resolves (systemd does not "
-                                   "see your shell's environment); with --enable, start it now and at every "
-                                   "login. A config or usage error (exit 2) or a changed embedder (exit 4) "
-                                   "stops the service instead of restarting it.",
-                       epilog="examples:\n"
-                              "  vaultmem service install --vault ~/.claude --vault work=~/src/app --enable\n"
-                              "  vaultmem service print               # the unit, written nowhere\n"
-                              "  vaultmem service uninstall           # stop, disable, remove the unit",
-                       formatter_class=_Help)
+            description="Write ~/.config/systemd/user/vaultmem.service for this user, running "
+                        "`vaultmem daemon` with the given options and with the state dir, config "
+                        "file, socket and embedder settings this shell resolves (systemd does not "
+                        "see your shell's environment); with --enable, start it now and at every "
+                        "login. A config or usage error (exit 2) or a changed embedder (exit 4) "
+                        "stops the service instead of restarting it.",
+            epilog="examples:\n"
+                   "  vaultmem service install --vault ~/.claude --vault work=~/src/app --enable\n"
+                   "  vaultmem service print               # the unit, written nowhere\n"
+                   "  vaultmem service uninstall           # stop, disable, remove the unit",
+            formatter_class=_Help)
     p.add_argument("action", choices=["install", "uninstall", "print"],
                    help="install: write the unit; uninstall: stop and disable it and remove the unit "
                         "(the index stays); print: show the unit")
