@@ -374,7 +374,8 @@ def test_a_query_while_the_start_up_index_runs_says_notes_may_be_missing(daemon)
         backend.close()
     daemon.wait_ready()
     r = run_cli("query", "okapi", "--mode", "text", "--json", "--socket", str(daemon.sock))
-    assert r.returncode == 0 and "indexing" not in json.loads(r.stdout) and "still reading" not in r.stderr
+    assert r.returncode == 0 and "indexing" not in json.loads(r.stdout) and "still reading" not in r.stderr, \
+        f"{r.stdout}{r.stderr}\n{daemon.request({'op': 'status'})}\n{daemon.log.read_text()[-3000:]}"
 
 
 def _answers(call, unavailable, sock) -> bool:
@@ -854,7 +855,9 @@ def test_service_install_warns_when_the_vaults_take_most_of_the_watch_limit(tmp_
 def test_memory_habit_through_the_socket(daemon, tmp_path):
     """remember, forget, feedback, stats and inventory as socket ops, and the CLI using them."""
     cfg = tmp_path / "vaultmem.toml"
-    cfg.write_text("[inventory]\ncheck_minutes = 0.01\n")  # the scheduled report is due at once
+    # the scheduled report is due at once, and again a second later: the first may be taken
+    # before the notes below are written
+    cfg.write_text("[inventory]\ncheck_minutes = 0.01\nevery_days = 0.00001\n")
     daemon.extra_env = {"VAULTMEM_CONFIG": str(cfg)}
     atomic_save(daemon.vault / "memory/old.md", note("deploy", "deploy by ftp\n", date="2024-01-01"))
     daemon.start()
@@ -895,8 +898,7 @@ def test_memory_habit_through_the_socket(daemon, tmp_path):
     inv = daemon.request({"op": "inventory"})
     assert inv["ok"] and inv["counts"]["missing_tags"] >= 1
     latest = daemon.state / "inventory" / "latest.json"
-    daemon.wait_for(latest.exists, timeout=30)
-    assert json.loads(latest.read_text())["notes"] >= 3
+    daemon.wait_for(lambda: latest.exists() and json.loads(latest.read_text())["notes"] >= 3, timeout=30)
     assert (daemon.state / "inventory" / "latest.txt").read_text().startswith("inventory ")
     assert daemon.request({"op": "status"})["last_inventory"].startswith("20")
 
