@@ -17,6 +17,7 @@ import hashlib
 import logging
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,6 +141,9 @@ class VaultIndex:
         elif self.fulltext.was_reset:  # vectors and catalog stand: the next sync re-reads every note
             self.catalog.set_meta("pipeline", "")
         self._vectors = None
+        # opened on first use, by the writer thread or a query: the daemon's first start made the
+        # table twice when a query came during its first index ("Table 'chunks' already exists")
+        self._vectors_lock = threading.Lock()
         self._vectors_owner = share_vectors_of
         self._embedder: Embedder | None = None
         self._model_cache = model_cache
@@ -215,13 +219,14 @@ class VaultIndex:
     def vectors(self):
         if self._vectors_owner is not None:
             return self._vectors_owner.vectors
-        if self._vectors is None:
-            from .vectors import Vectors
+        with self._vectors_lock:
+            if self._vectors is None:
+                from .vectors import Vectors
 
-            ident, dim = embedder_identity(self.settings)
-            if not dim:
-                ident, dim = self.embedder.id, self.embedder.dim
-            self._vectors = Vectors(self.state_dir / "lance", ident, dim, self.settings.embedder.vector_dtype)
+                ident, dim = embedder_identity(self.settings)
+                if not dim:
+                    ident, dim = self.embedder.id, self.embedder.dim
+                self._vectors = Vectors(self.state_dir / "lance", ident, dim, self.settings.embedder.vector_dtype)
         return self._vectors
 
     def vaults(self) -> list[Vault]:
