@@ -644,20 +644,28 @@ def test_prompt_hook_passes_over_the_files_claude_code_loads_to_the_note_below_t
 
 def test_codexs_memory_is_shown_to_each_agent_but_what_it_loads_itself(tmp_path):
     """Codex's MEMORY.md is a handbook it searches, not an index like Claude Code's: both agents
-    are shown it. Its memory_summary.md Codex puts into every thread itself: Claude Code is shown
-    it, Codex is not."""
+    are shown it. Its memory_summary.md, and an AGENTS.override.md (read in place of AGENTS.md),
+    Codex puts into every thread itself: Claude Code is shown them, Codex is not. None of them
+    is asked for a topic or tags."""
     codex = tmp_path / "home" / ".codex"
     write(codex, "memories/MEMORY.md", "# Task Group: ledgerline\n\n## User preferences\n\n- Integration tests "
                                        "run against a throwaway PostgreSQL container, never the shared staging database.\n")
     write(codex, "memories/memory_summary.md", "v1\nUser profile: a backend engineer on ledgerline who runs "
                                                "integration tests against a throwaway PostgreSQL container.\n")
+    write(codex, "AGENTS.override.md", "# This week\n\nThe shared staging database is frozen: integration tests "
+                                       "run against the throwaway PostgreSQL container only.\n")
     state = tmp_path / "state"
     assert run_cli("index", "--vault", str(codex), "--state-dir", str(state)).returncode == 0
     ask = "Which database do the integration tests run against?"
     claude = prompt_hook(state, ask).stdout
-    assert "memories/MEMORY.md:" in claude and "memories/memory_summary.md:" in claude, claude
+    assert all(f"{p}:" in claude for p in ("memories/MEMORY.md", "memories/memory_summary.md", "AGENTS.override.md")), \
+        claude
     codex_out = prompt_hook(state, ask, "--agent", "codex").stdout
     assert "memories/MEMORY.md:" in codex_out and "memory_summary.md" not in codex_out, codex_out
+    assert "AGENTS.override.md" not in codex_out, codex_out
+    r = run_cli("inventory", "--state-dir", str(state), "--json")
+    counts = json.loads(r.stdout)["counts"]
+    assert (counts["missing_topic"], counts["missing_tags"]) == (0, 0), r.stdout
 
 
 def test_prompt_hook_finds_the_question_around_a_pasted_log(example_state):

@@ -29,7 +29,7 @@ from .backend import Backend
 from .config import Settings, Vault, claude_home, codex_home
 from .client import STILL_INDEXING, DaemonUnavailable
 from .errors import VaultmemError
-from .imports import is_codex_memory, loaded_with_claude_md
+from .imports import CODEX_OVERRIDE, is_codex_memory, loaded_with_claude_md
 
 log = logging.getLogger(__name__)
 
@@ -357,8 +357,8 @@ def passed_over(agent: str, hit: dict, roots: dict[str, str]) -> bool:
     """Whether the hooks leave the hit's file out for the `agent`: a file the agent puts into
     its context itself, or a MEMORY.md (an index of notes that are shown on their own). Claude
     Code loads CLAUDE.md, CLAUDE.local.md, AGENTS.md, MEMORY.md, rules and the files they
-    import; Codex loads AGENTS.md and its memory_summary.md alone (it reads no CLAUDE.md and
-    follows no imports, so to a Codex session those are notes like any other, and its own
+    import; Codex loads AGENTS.md (or the AGENTS.override.md beside it) and its
+    memory_summary.md alone (it reads no CLAUDE.md and follows no imports, so to a Codex session those are notes like any other, and its own
     MEMORY.md is a handbook it searches, not an index)."""
     root = roots.get(hit["vault"])
     seen_as = Vault(hit["vault"], Path(root)).globbed(hit["path"]) if root else hit["path"]
@@ -366,7 +366,7 @@ def passed_over(agent: str, hit: dict, roots: dict[str, str]) -> bool:
         name = posixpath.basename(seen_as)
         if is_codex_memory(seen_as):
             return name == "memory_summary.md"
-        return name == "AGENTS.md" or name.lower() == "memory.md"
+        return name in ("AGENTS.md", CODEX_OVERRIDE) or name.lower() == "memory.md"
     return loaded_with_claude_md(seen_as, hit.get("imported_by"))
 
 

@@ -267,8 +267,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "print: show the entries to add by hand.\n\n"
                         "--agent codex: Codex reads the same entries from hooks.json in $CODEX_HOME "
                         "(~/.codex), and runs a new or changed hook only once you trust it in /hooks. "
-                        "Its hooks pass over AGENTS.md alone, which Codex loads itself: it reads no "
-                        "CLAUDE.md, rule or import, so those are shown to it like notes.",
+                        "Its hooks pass over AGENTS.md (or AGENTS.override.md) alone, which Codex loads "
+                        "itself: it reads no CLAUDE.md, rule or import, so those are shown to it like notes.",
             epilog="examples:\n  vaultmem hook install              # ~/.claude/settings.json, or in $CLAUDE_CONFIG_DIR\n"
                    "  vaultmem hook install --agent codex   # ~/.codex/hooks.json, or in $CODEX_HOME\n"
                    "  vaultmem hook install --settings .claude/settings.json --only session-start\n"

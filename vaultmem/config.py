@@ -26,9 +26,10 @@ DEFAULTS: dict[str, Any] = {
     "state_dir": "",  # empty: $XDG_STATE_HOME/vaultmem
     "vaults": {},  # name -> directory
     "index": {
-        "include": ["**/CLAUDE.md", "**/CLAUDE.local.md", "**/AGENTS.md", "**/.claude/rules/**/*.md",
-                    "**/memory/**/*.md", "**/.claude/agent-memory*/**/*.md", "**/.codex/memories/MEMORY.md",
-                    "**/.codex/memories/memory_summary.md", "**/.codex/memories/rollout_summaries/*.md"],
+        "include": ["**/CLAUDE.md", "**/CLAUDE.local.md", "**/AGENTS.md", "**/AGENTS.override.md",
+                    "**/.claude/rules/**/*.md", "**/memory/**/*.md", "**/.claude/agent-memory*/**/*.md",
+                    "**/.codex/memories/MEMORY.md", "**/.codex/memories/memory_summary.md",
+                    "**/.codex/memories/rollout_summaries/*.md"],
         "exclude": [
             "**/.git/**", "**/node_modules/**", "**/.venv/**", "**/venv/**", "**/site-packages/**",
             "**/__pycache__/**", "**/.tox/**", "**/.nox/**", "**/.mypy_cache/**", "**/.pytest_cache/**",

@@ -36,6 +36,9 @@ def reads_imports(path: str) -> bool:
     return posixpath.basename(path) in ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md") or is_rule(path)
 
 
+CODEX_OVERRIDE = "AGENTS.override.md"  # Codex reads it in place of the AGENTS.md beside it; Claude Code never
+
+
 def is_codex_memory(path: str) -> bool:
     """A file of the memory Codex writes from past threads (`~/.codex/memories/`: its MEMORY.md
     handbook, memory_summary.md, rollout_summaries/): machine-written, with no frontmatter."""

@@ -6,8 +6,8 @@ Sections, each a list of findings:
   chain rule makes it impossible)
 - stale: current notes not written (date or file mtime) for `stale_days`
 - never_retrieved: current notes no query has returned, known for `unretrieved_days`
-- missing_topic / missing_tags: memory notes without them (CLAUDE.md, AGENTS.md and MEMORY.md
-  files, and the files a CLAUDE.md imports, are instructions and indexes, not facts, and are
+- missing_topic / missing_tags: memory notes without them (CLAUDE.md, AGENTS.md, AGENTS.override.md
+  and MEMORY.md files, and the files a CLAUDE.md imports, are instructions and indexes, not facts, and are
   left out; so is what Codex writes in ~/.codex/memories/, which nobody adds frontmatter to;
   Claude Code's own notes classify by `type` instead of tags and are not asked for tags)
 - broken_supersedes: `supersedes:` entries that name no topic and no note
@@ -28,12 +28,13 @@ report files under the state directory.
 from __future__ import annotations
 
 import json
+import posixpath
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Settings
-from .imports import is_codex_memory, loaded_with_claude_md
+from .imports import CODEX_OVERRIDE, is_codex_memory, loaded_with_claude_md
 from .query import number_field
 from .supersession import path_candidates, topic_key
 
@@ -82,7 +83,8 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
     imported = idx.imported_all()
     for r in current:
         seen_as = vaults[r["vault"]].globbed(r["path"]) if r["vault"] in vaults else r["path"]
-        if loaded_with_claude_md(seen_as, imported.get(r["vault"], {}).get(r["path"])) or is_codex_memory(seen_as):
+        if (loaded_with_claude_md(seen_as, imported.get(r["vault"], {}).get(r["path"])) or is_codex_memory(seen_as)
+                or posixpath.basename(seen_as) == CODEX_OVERRIDE):
             continue
         if not r["topic"]:
             found["missing_topic"].append({"note": r["key"]})
