@@ -693,3 +693,32 @@ def test_a_vault_that_is_a_claude_directory_has_its_rules_found(tmp_path):
     assert not _concerns(s.vaults[0], "todos/u.md", False, cfg.include, cfg.exclude)
     assert not _concerns(s.vaults[0], "rules/node_modules", True, cfg.include, cfg.exclude)
     assert not _concerns(s.vaults[0], "plugins", True, cfg.include, cfg.exclude)
+
+
+def test_the_vector_table_is_made_once_when_threads_open_it_at_once(env):
+    """The daemon's reader shares the writer's vectors: on a first start a query's thread and
+    the writer's opened the table at once, both found none, and the writer's create failed
+    ("Table 'chunks' already exists"), failing the first index."""
+    import threading
+    s = env.settings()
+    with VaultIndex(s, writable=True) as writer:
+        reader = VaultIndex(s, writable=False, share_vectors_of=writer)
+        try:
+            start = threading.Barrier(4)
+            got, errors = [], []
+
+            def open_table(idx):
+                start.wait()
+                try:
+                    got.append(idx.vectors)
+                except Exception as err:  # noqa: BLE001 - the failure under test
+                    errors.append(err)
+
+            threads = [threading.Thread(target=open_table, args=(idx,)) for idx in (writer, reader, writer, reader)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        finally:
+            reader.close()
+    assert errors == [] and len(got) == 4 and all(v is got[0] for v in got), errors
