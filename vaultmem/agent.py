@@ -358,8 +358,9 @@ def passed_over(agent: str, hit: dict, roots: dict[str, str]) -> bool:
     its context itself, or a MEMORY.md (an index of notes that are shown on their own). Claude
     Code loads CLAUDE.md, CLAUDE.local.md, AGENTS.md, MEMORY.md, rules and the files they
     import; Codex loads AGENTS.md (or the AGENTS.override.md beside it) and its
-    memory_summary.md alone (it reads no CLAUDE.md and follows no imports, so to a Codex session those are notes like any other, and its own
-    MEMORY.md is a handbook it searches, not an index)."""
+    memory_summary.md alone (it reads no CLAUDE.md and follows no imports, so to a Codex
+    session those are notes like any other, and its own MEMORY.md is a handbook it searches,
+    not an index)."""
     root = roots.get(hit["vault"])
     seen_as = Vault(hit["vault"], Path(root)).globbed(hit["path"]) if root else hit["path"]
     if agent == "codex":

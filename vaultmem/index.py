@@ -219,14 +219,15 @@ class VaultIndex:
     def vectors(self):
         if self._vectors_owner is not None:
             return self._vectors_owner.vectors
-        with self._vectors_lock:
-            if self._vectors is None:
-                from .vectors import Vectors
+        if self._vectors is None:  # the lock is taken only until the table is open, not by every query
+            with self._vectors_lock:
+                if self._vectors is None:
+                    from .vectors import Vectors
 
-                ident, dim = embedder_identity(self.settings)
-                if not dim:
-                    ident, dim = self.embedder.id, self.embedder.dim
-                self._vectors = Vectors(self.state_dir / "lance", ident, dim, self.settings.embedder.vector_dtype)
+                    ident, dim = embedder_identity(self.settings)
+                    if not dim:
+                        ident, dim = self.embedder.id, self.embedder.dim
+                    self._vectors = Vectors(self.state_dir / "lance", ident, dim, self.settings.embedder.vector_dtype)
         return self._vectors
 
     def vaults(self) -> list[Vault]:

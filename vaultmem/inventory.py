@@ -6,10 +6,11 @@ Sections, each a list of findings:
   chain rule makes it impossible)
 - stale: current notes not written (date or file mtime) for `stale_days`
 - never_retrieved: current notes no query has returned, known for `unretrieved_days`
-- missing_topic / missing_tags: memory notes without them (CLAUDE.md, AGENTS.md, AGENTS.override.md
-  and MEMORY.md files, and the files a CLAUDE.md imports, are instructions and indexes, not facts, and are
-  left out; so is what Codex writes in ~/.codex/memories/, which nobody adds frontmatter to;
-  Claude Code's own notes classify by `type` instead of tags and are not asked for tags)
+- missing_topic / missing_tags: memory notes without them (CLAUDE.md, AGENTS.md,
+  AGENTS.override.md and MEMORY.md files, and the files a CLAUDE.md imports, are instructions
+  and indexes, not facts, and are left out; so is what Codex writes in ~/.codex/memories/,
+  which nobody adds frontmatter to; Claude Code's own notes classify by `type` instead of tags
+  and are not asked for tags)
 - broken_supersedes: `supersedes:` entries that name no topic and no note
 - dated_ahead: notes dated more than a day from now (a typo'd year keeps a note current over
   every newer note on its topic, and `remember` on that topic writes notes that start superseded)
