@@ -233,6 +233,17 @@ def test_entities_from_links_tags_backticks_names_and_key():
     assert "the" not in ents
 
 
+def test_inline_tags_in_prose_are_tags_after_the_frontmatters():
+    """Obsidian's inline tags: at a line start or after white space, letters needed, nested ones
+    kept whole; not in code, not a heading, an issue number, a URL's anchor or a link's."""
+    body = ("# Heading\n#deploy first, then #Infra/K8s and #배포 and #デプロイ/手順.\n"
+            "Fixed in #123; see https://x.org/page#section and [[note#part]], C# and &#38;.\n"
+            "`#not-in-span` and\n```\n#not-in-fence\n```\n#OPS again, #ops, and (#paren) #trail/.\n")
+    n = parse_note("v", "memory/a.md", f"---\ntopic: t\ntags: [ops]\n---\n{body}".encode())
+    assert n.tags == ("ops", "deploy", "Infra/K8s", "배포", "デプロイ/手順", "trail")
+    assert parse_note("v", "CLAUDE.md", b"no tags # here\n## Not one\n").tags == ()
+
+
 FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures" / "frontmatter"
 
 

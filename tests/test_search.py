@@ -79,6 +79,7 @@ def test_filters_tags_kind_topic_path(example):
     assert {h.path for h in example.query("deploy", tags=("ops", "ko"))} == {"memory/배포-체크리스트.md"}
     assert {h.path for h in example.query("deploy", tags=("ko", "kubernetes"), any_tags=True)} == {
         "memory/배포-체크리스트.md", "memory/deploy-2026-05.md"}
+    assert {h.path for h in example.query("versions", tags=("compatibility",))} == {"memory/api-versioning.md"}
     assert {h.kind for h in example.query("money", kinds=("correction",))} == {"correction"}
     assert all(h.path.startswith(".claude/") for h in example.query("pull requests", path_glob=".claude/**"))
 
@@ -285,6 +286,28 @@ def test_no_text_lists_the_notes_a_filter_passes_newest_first(env):
     assert r.returncode == 0 and [h["path"] for h in json.loads(r.stdout)["hits"]] == ["memory/new.md", "memory/undated.md"]
     r = run_cli("query", "--state-dir", str(env.state))
     assert r.returncode == 2 and "a filter to list notes" in r.stderr
+
+
+def test_a_tag_finds_its_nested_tags_and_the_inline_ones(env):
+    """Tags as an Obsidian vault has them: `--tag project` finds #project/alpha (but not a tag
+    that merely starts with "project"), and a #tag in the body is a tag like the frontmatter's."""
+    env.write("memory/a.md", note("alpha launch", "The launch is in March.\n", tags="[project/alpha]"))
+    env.write("memory/b.md", note("beta launch", "The launch slips a week. #Infra/k8s\n"))
+    env.write("memory/c.md", note("gamma launch", "Launch when ready.\n", tags="[projects, Project]"))
+    env.write("memory/d.md", note("code", "```\n#infra in a fence is code\n```\nlaunch script\n"))
+    env.sync()
+
+    def paths(*tags):
+        flags = [f for t in tags for f in ("--tag", t)]
+        r = run_cli("query", "launch", *flags, "--state-dir", str(env.state), "--json", "--no-record", "--no-daemon")
+        assert r.returncode in (0, 1), r.stderr
+        return sorted(h["path"] for h in json.loads(r.stdout)["hits"]) if r.returncode == 0 else []
+
+    assert paths("project") == ["memory/a.md", "memory/c.md"]
+    assert paths("#project/alpha") == paths("project/alpha/") == ["memory/a.md"]
+    assert paths("alpha") == paths("proj") == []
+    assert paths("infra") == paths("INFRA/K8S") == ["memory/b.md"]
+    assert paths("k8s") == []
 
 
 def test_a_query_of_punctuation_alone_finds_nothing_in_any_mode(env):

@@ -60,7 +60,8 @@ class _Tags(argparse.Action):
 def _query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-k", type=int, metavar="N", help="number of hits (default 10)")
     p.add_argument("--tag", "--tags", dest="tag", action=_Tags, default=[], metavar="T",
-                   help="only notes with this tag (repeat, or a,b: all of them)")
+                   help="only notes with this tag, in the frontmatter or as an inline #tag; a parent tag finds its "
+                        "nested ones (project: project/alpha); repeat, or a,b: all of them")
     p.add_argument("--any-tag", action="store_true", help="with several --tag, any one of them is enough")
     p.add_argument("--kind", action="append", default=[], metavar="K", help="only notes of this kind (repeatable)")
     p.add_argument("--topic", metavar="X", help="only notes on this topic")

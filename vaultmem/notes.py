@@ -67,7 +67,7 @@ def note_key(vault: str, path: str) -> str:
 
 # Bump when parsing, chunking, index_text, embed_text or what the full-text index keeps of them
 # change: every note is then re-read (vectors of unchanged text are still reused by content hash).
-PIPELINE_VERSION = 15
+PIPELINE_VERSION = 16
 
 CLAUDE_KEYS = {"name", "description", "type"}
 # Keys vaultmem interprets; every other frontmatter key is kept and shown as it is (`extra`).
@@ -286,6 +286,28 @@ def parse_tags(value: Any) -> tuple[str, ...]:
     return tuple(out)
 
 
+# Inline tags as Obsidian reads them: `#` at a line start or after white space, then letters,
+# digits, `_`, `-` and `/` (nested tags: #project/alpha), at least one of them a letter (#123 is
+# an issue number); not in code, not a heading (`# Title`), not a URL's or a link's anchor.
+INLINE_TAG = re.compile(r"(?:^|(?<=\s))#([\w/-]*[^\W\d_][\w/-]*)")
+MAX_INLINE_TAGS = 64
+
+
+def note_tags(declared: tuple[str, ...], body: str) -> tuple[str, ...]:
+    """The frontmatter's tags, then the body's inline tags, each once (case folded, as
+    Obsidian and the tag filter compare them)."""
+    out = list(declared)
+    seen = {normalize(t) for t in out}
+    for line in _prose_lines(body, "#"):
+        for m in INLINE_TAG.finditer(line):
+            tag = m.group(1).strip("/")
+            key = normalize(tag)
+            if tag and key not in seen and len(out) < len(declared) + MAX_INLINE_TAGS:
+                seen.add(key)
+                out.append(tag)
+    return tuple(out)
+
+
 def parse_list(value: Any) -> tuple[str, ...]:
     if value is None or value == "":
         return ()
@@ -383,17 +405,23 @@ CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1")
 MAX_IMPORTS = 256
 
 
+def _prose_lines(body: str, mark: str):
+    """The body's lines that hold `mark` outside fenced blocks, their code spans blanked: where
+    `@imports` and inline `#tags` are read (code is neither)."""
+    in_fence: str | None = None
+    for line in body.split("\n"):
+        in_fence, fence = _fence(in_fence, line)
+        if not (in_fence or fence) and mark in line:
+            yield CODE_SPAN.sub(lambda c: " " * len(c.group(0)), line)
+
+
 def find_imports(body: str) -> tuple[str, ...]:
     """The paths a note's `@path` imports name, as written, in order, each once. Trailing
     punctuation of the sentence is not part of the path (`see @AGENTS.md.`). Which of them are
     files, and where, is for imports.py to say."""
     found: list[str] = []
-    in_fence: str | None = None
-    for line in body.split("\n"):
-        in_fence, fence = _fence(in_fence, line)
-        if in_fence or fence or "@" not in line:
-            continue
-        for m in IMPORT.finditer(CODE_SPAN.sub(lambda c: " " * len(c.group(0)), line)):
+    for line in _prose_lines(body, "@"):
+        for m in IMPORT.finditer(line):
             path = m.group(1).replace("\\ ", " ").rstrip(".,;:!?)]}>\"'*_")
             if path and path[0] not in "@#" and path not in found:
                 found.append(path)
@@ -571,7 +599,7 @@ def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
         vault=vault,
         path=path,
         topic=topic,
-        tags=parse_tags(pick("tags")),
+        tags=note_tags(parse_tags(pick("tags")), body),
         kind=kind,
         date=date,
         date_ts=date_ts,

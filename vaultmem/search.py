@@ -143,7 +143,7 @@ class Searcher:
         cat = self.index.catalog
         rows = cat.select(vaults=list(q.vaults) or None, kinds=[k.lower() for k in q.kinds] or None,
                           since=q.since, until=q.until, current_only=not q.history and q.as_of is None)
-        want_tags = {normalize(t.lstrip("#")) for t in q.tags}
+        want_tags = {normalize(t.lstrip("#").strip("/")) for t in q.tags}
         want_topic = topic_key(q.topic) if q.topic else None
         allow = set()
         for r in rows:
@@ -455,7 +455,13 @@ def _best_per_note(hits: list[tuple[str, str, float]]) -> dict[str, tuple[str, f
 
 @functools.lru_cache(maxsize=4096)  # notes share their tag lists: "tags: [ops, deploy]" many times over
 def _tag_set(tags_json: str | None) -> frozenset[str]:
-    return frozenset(normalize(t) for t in json.loads(tags_json or "[]"))
+    """A note's tags as the filter matches them: case folded, and a nested tag under each of its
+    parents too (`--tag project` finds #project/alpha, as Obsidian's tag search does)."""
+    out: set[str] = set()
+    for tag in json.loads(tags_json or "[]"):
+        parts = normalize(tag).split("/")
+        out.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
+    return frozenset(out)
 
 
 def _json_list(s: str | None) -> list[str]:
