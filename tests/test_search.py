@@ -310,6 +310,20 @@ def test_a_tag_finds_its_nested_tags_and_the_inline_ones(env):
     assert paths("k8s") == []
 
 
+def test_a_note_is_found_by_its_obsidian_aliases(env):
+    """`aliases` (a list, or one string) name what a note is about, as `entities` do: a query
+    that names one finds the note though its text never does."""
+    env.write("memory/ledger.md", note("ledger service", "The payments ledger keeps every posting.\n",
+                                       aliases="[Quokka, ledgerd]"))
+    env.write("memory/cache.md", note("cache", "The edge cache holds pages for a minute.\n", aliases="Wombat"))
+    env.write("memory/other.md", note("lunch", "Tacos on Fridays.\n"))
+    env.sync()
+    for mode in ("text", "hybrid"):
+        hits = env.query("what does quokka keep", mode=mode, explain=True)
+        assert hits[0].path == "memory/ledger.md" and hits[0].explain["entity_match"] > 0, (mode, hits)
+        assert env.query("wombat", mode=mode)[0].path == "memory/cache.md", mode
+
+
 def test_a_query_of_punctuation_alone_finds_nothing_in_any_mode(env):
     env.write("memory/a.md", note("a", "Deploy with make ship.\n"))
     env.write("memory/b.md", note("b", "배포는 금요일에 하지 않는다\n"))

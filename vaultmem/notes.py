@@ -67,7 +67,7 @@ def note_key(vault: str, path: str) -> str:
 
 # Bump when parsing, chunking, index_text, embed_text or what the full-text index keeps of them
 # change: every note is then re-read (vectors of unchanged text are still reused by content hash).
-PIPELINE_VERSION = 16
+PIPELINE_VERSION = 17
 
 CLAUDE_KEYS = {"name", "description", "type"}
 # Keys vaultmem interprets; every other frontmatter key is kept and shown as it is (`extra`).
@@ -594,7 +594,8 @@ def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
     chunks = chunk_body(body, first_line, title, chunk_chars)
     if not chunks and summary:
         chunks = [Chunk(0, title, 1, max(1, first_line - 1), summary)]
-    entities = extract_entities(body, parse_list(pick("entities")))
+    # Obsidian's `aliases` are other names of what the note is about: a query naming one finds it
+    entities = extract_entities(body, parse_list(pick("entities")) + parse_list(pick("aliases")))
     return Note(
         vault=vault,
         path=path,
