@@ -21,6 +21,7 @@ def test_default_globs_pick_what_coding_agents_read_as_memory(env):
     env.write("AGENTS.md", "# Agents\n\nwhat Codex reads, and Claude Code where there is no CLAUDE.md\n")
     env.write("svc/api/AGENTS.md", "# API\n\nthe wombat rule, nested\n")
     env.write("svc/api/AGENTS.override.md", "# This week\n\nthe wombat rule is paused\n")  # Codex reads it instead
+    env.write("GEMINI.md", "## Gemini Added Memories\n- the wombat rule came from Gemini CLI\n")
     env.write(".claude/rules/testing.md", "---\npaths: ['tests/**']\n---\nrun pytest -x\n")
     env.write("app/.claude/rules/frontend/react.md", "hooks first\n")
     env.write(".claude/memory/x.md", "claude memory\n")
@@ -35,8 +36,9 @@ def test_default_globs_pick_what_coding_agents_read_as_memory(env):
     env.write("node_modules/memory/z.md", "dependency\n")
     env.write("node_modules/pkg/AGENTS.md", "a dependency's agent rules\n")
     report = env.sync()
-    assert report.files == 13 and report.added == 13
-    assert sorted(h.path for h in env.query("wombat", mode="text")) == ["svc/api/AGENTS.md", "svc/api/AGENTS.override.md"]
+    assert report.files == 14 and report.added == 14
+    assert sorted(h.path for h in env.query("wombat", mode="text")) == [
+        "GEMINI.md", "svc/api/AGENTS.md", "svc/api/AGENTS.override.md"]
 
 
 def test_second_run_reads_nothing_and_embeds_nothing(env):

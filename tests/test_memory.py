@@ -230,6 +230,7 @@ def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
     env.write("memory/dup2.md", note("dup two", dup.replace(" and log", " and then log"), tags="x"))
     env.write("memory/leak.md", note("leak", f"CI uses {GH} for releases\n", tags="ci"))
     env.write("CLAUDE.md", "# Rules\n\nNo frontmatter needed here.\n")
+    env.write("GEMINI.md", "## Gemini Added Memories\n- The user prefers tabs.\n")  # Gemini CLI's own
     (env.vault / "memory/bin.md").write_bytes(b"\x00\x01\x02binary")
     env.write("memory/yaml.md", "---\ntopic: yaml\ntags: [misc]\ntitle: a: b\nimportance: high\n---\nstill read\n")
     cli(env, "index", "--vault", f"v={env.vault}")
@@ -242,7 +243,7 @@ def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
     notes = lambda section: sorted(i["note"] for i in f[section])  # noqa: E731
     assert notes("stale") == ["v:memory/stale.md"]
     assert notes("missing_tags") == ["v:memory/notopic.md", "v:memory/untagged.md"]
-    assert notes("missing_topic") == ["v:memory/notopic.md"], "CLAUDE.md is not expected to have a topic"
+    assert notes("missing_topic") == ["v:memory/notopic.md"], "CLAUDE.md, GEMINI.md need no topic"
     assert f["broken_supersedes"] == [{"note": "v:memory/broken.md", "ref": "ghost-topic"}]
     assert f["dated_ahead"] == [{"note": "v:memory/typo.md", "date": "2205-03-01"}]
     assert {(i["note"], i["problem"]) for i in f["out_of_sync"]} == {

@@ -104,7 +104,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     none, every command's (for `vaultmem --help`, and the error that lists them on a wrong name)."""
     parser = argparse.ArgumentParser(
         prog="vaultmem",
-        description="Local memory for AI coding agents: search your CLAUDE.md, AGENTS.md and memory notes "
+        description="Local memory for AI coding agents: search your CLAUDE.md, AGENTS.md, GEMINI.md and memory notes "
                     "by words and meaning, newest version of each fact first.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"vaultmem {__version__}")

@@ -26,7 +26,7 @@ DEFAULTS: dict[str, Any] = {
     "state_dir": "",  # empty: $XDG_STATE_HOME/vaultmem
     "vaults": {},  # name -> directory
     "index": {
-        "include": ["**/CLAUDE.md", "**/CLAUDE.local.md", "**/AGENTS.md", "**/AGENTS.override.md",
+        "include": ["**/CLAUDE.md", "**/CLAUDE.local.md", "**/AGENTS.md", "**/AGENTS.override.md", "**/GEMINI.md",
                     "**/.claude/rules/**/*.md", "**/memory/**/*.md", "**/.claude/agent-memory*/**/*.md",
                     "**/.codex/memories/MEMORY.md", "**/.codex/memories/memory_summary.md",
                     "**/.codex/memories/rollout_summaries/*.md"],

@@ -37,6 +37,7 @@ def reads_imports(path: str) -> bool:
 
 
 CODEX_OVERRIDE = "AGENTS.override.md"  # Codex reads it in place of the AGENTS.md beside it; Claude Code never
+GEMINI_MD = "GEMINI.md"  # Gemini CLI's context file; its save_memory appends facts to ~/.gemini/GEMINI.md
 
 
 def is_codex_memory(path: str) -> bool:

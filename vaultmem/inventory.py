@@ -7,7 +7,7 @@ Sections, each a list of findings:
 - stale: current notes not written (date or file mtime) for `stale_days`
 - never_retrieved: current notes no query has returned, known for `unretrieved_days`
 - missing_topic / missing_tags: memory notes without them (CLAUDE.md, AGENTS.md,
-  AGENTS.override.md and MEMORY.md files, and the files a CLAUDE.md imports, are instructions
+  AGENTS.override.md, GEMINI.md and MEMORY.md files, and the files a CLAUDE.md imports, are instructions
   and indexes, not facts, and are left out; so is what Codex writes in ~/.codex/memories/,
   which nobody adds frontmatter to; Claude Code's own notes classify by `type` instead of tags
   and are not asked for tags)
@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Settings
-from .imports import CODEX_OVERRIDE, is_codex_memory, loaded_with_claude_md
+from .imports import CODEX_OVERRIDE, GEMINI_MD, is_codex_memory, loaded_with_claude_md
 from .query import number_field
 from .supersession import path_candidates, topic_key
 
@@ -85,7 +85,7 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
     for r in current:
         seen_as = vaults[r["vault"]].globbed(r["path"]) if r["vault"] in vaults else r["path"]
         if (loaded_with_claude_md(seen_as, imported.get(r["vault"], {}).get(r["path"])) or is_codex_memory(seen_as)
-                or posixpath.basename(seen_as) == CODEX_OVERRIDE):
+                or posixpath.basename(seen_as) in (CODEX_OVERRIDE, GEMINI_MD)):
             continue
         if not r["topic"]:
             found["missing_topic"].append({"note": r["key"]})
