@@ -255,7 +255,7 @@ def test_a_command_parsed_alone_reads_as_with_every_command_built(capsys):
 def test_help_teaches(tmp_path):
     r = run_cli("query", "--help")
     assert r.returncode == 0 and "--history" in r.stdout and "examples:" in r.stdout
-    for command in ("index", "query", "reindex", "remember", "forget", "inventory", "hook", "daemon"):
+    for command in ("index", "query", "reindex", "remember", "forget", "tags", "inventory", "hook", "daemon"):
         out = run_cli(command, "--help", env={"COLUMNS": "80"}).stdout
         wide = [line for line in out.splitlines() if len(line) > 80 and not line[0].isspace()]
         assert not wide, (command, wide)  # descriptions wrapped; indented examples kept as written

@@ -868,6 +868,11 @@ def test_memory_habit_through_the_socket(daemon, tmp_path):
     assert daemon.paths("ftp") == []
     ko = daemon.request({"op": "remember", "topic": "배포", "text": "배포는 일각고래 파이프라인으로"})
     assert daemon.paths("일각고래") == [ko["path"]]
+    atomic_save(daemon.vault / "memory/infra.md", note("infra", "the cluster runs on k3s #infra/k3s\n", tags="[ops]"))
+    daemon.wait_for(lambda: daemon.paths("k3s") == ["memory/infra.md"])
+    tagged = daemon.request({"op": "tags"})
+    assert tagged["tags"] == [{"tag": "ops", "notes": 2}, {"tag": "infra", "notes": 1},
+                              {"tag": "infra/k3s", "notes": 1}] and tagged["notes"] == 3, tagged
 
     env = {"VAULTMEM_SOCKET": str(daemon.sock), "VAULTMEM_CONFIG": str(cfg)}
     r = run_cli("remember", "--topic", "テスト", "--state-dir", str(daemon.state), "結合テストは本物のDBで", env=env)

@@ -268,6 +268,7 @@ def test_wrongly_typed_fields_of_every_op_are_usage_errors_and_write_nothing(dae
         "stats": ({}, ["paths", "task", "cwd"]),
         "inventory": ({}, ["stale_days", "unretrieved_days"]),
         "shown": ({}, ["notes"]),
+        "tags": ({}, ["tags", "kinds", "vaults", "history", "since", "until"]),
     }
     answered = 0
     for op, (base, names) in fields.items():
@@ -279,7 +280,7 @@ def test_wrongly_typed_fields_of_every_op_are_usage_errors_and_write_nothing(dae
     for value in bad:  # remember's topic: never a note from a malformed one
         out = daemon.request({"op": "remember", "topic": value, "text": "some text"})
         assert out["ok"] is False and out["code"] == "UsageError", (value, out)
-    assert answered == 34 * len(bad)
+    assert answered == 40 * len(bad)
     # a lone surrogate, which JSON can spell ("\\udcff"), failed as an internal error wherever the
     # text was written (a catalog lookup, a note): it is a usage error like any other bad text
     import socket as socketlib

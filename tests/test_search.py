@@ -310,6 +310,32 @@ def test_a_tag_finds_its_nested_tags_and_the_inline_ones(env):
     assert paths("k8s") == []
 
 
+def test_tags_lists_the_tags_in_use_with_the_notes_each_finds(env):
+    env.write("memory/a.md", note("alpha", "alpha ships in March #Project/Alpha\n", tags="[ops]", kind="decision"))
+    env.write("memory/b.md", note("beta", "beta slips\n", tags="[project/beta, ops]", date="2026-01-02"))
+    env.write("memory/c.md", note("gamma", "gamma is done\n", tags="[project/alpha]", date="2024-01-01"))
+    env.write("memory/c2.md", note("gamma", "gamma is done and shipped\n", tags="[retro]", date="2025-01-01"))
+    env.sync()
+
+    def tags(*flags):
+        r = run_cli("tags", *flags, "--json", "--state-dir", str(env.state), "--no-daemon")
+        assert r.returncode in (0, 1), r.stderr
+        out = json.loads(r.stdout)
+        return r.returncode, [(t["tag"], t["notes"]) for t in out["tags"]], out["notes"]
+
+    # c.md is superseded by c2.md: not counted; `project` finds a and b, as `query --tag project` does
+    # written as its notes write it; on a tie (a.md's #Project/Alpha, c.md's project/alpha), in lower case
+    assert tags() == (0, [("ops", 2), ("project", 2), ("Project/Alpha", 1), ("project/beta", 1), ("retro", 1)], 3)
+    assert tags("--history")[1][:3] == [("project", 3), ("ops", 2), ("project/alpha", 2)]
+    assert tags("--tag", "project/alpha") == (0, [("ops", 1), ("Project", 1), ("Project/Alpha", 1)], 1)
+    assert tags("--kind", "decision", "--top", "1") == (0, [("ops", 1)], 1)
+    assert tags("--since", "2025-06-01")[2] == 2  # b, dated after, and a, undated: its mtime (now) places it
+    assert tags("--tag", "nothing") == (1, [], 0)
+    r = run_cli("tags", "--state-dir", str(env.state), "--no-daemon")
+    assert r.returncode == 0 and r.stdout.splitlines()[:2] == ["     2  ops", "     2  project"], r.stdout
+    assert run_cli("tags", "--top", "-1", "--state-dir", str(env.state)).returncode == 2
+
+
 def test_a_note_is_found_by_its_obsidian_aliases(env):
     """`aliases` (a list, or one string) name what a note is about, as `entities` do: a query
     that names one finds the note though its text never does."""

@@ -229,6 +229,26 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _common(p)
     _client(p)
 
+    p = add("tags", help="the tags in use, with how many notes each finds",
+            description="The tags of the current notes (frontmatter tags and inline #tags), each with "
+                        "the number of notes `query --tag T` would list: a parent tag counts the notes "
+                        "of its nested ones (project: project/alpha). The filters narrow the notes "
+                        "counted; with --tag, the tags that go with it.",
+            epilog="examples:\n  vaultmem tags\n  vaultmem tags --vault work --since 30d\n"
+                   "  vaultmem tags --tag ops --json      # what else notes tagged ops are tagged",
+            formatter_class=_Help)
+    p.add_argument("--vault", action="append", default=[], metavar="NAME|DIR", help="only this vault (repeatable)")
+    p.add_argument("--tag", "--tags", dest="tag", action=_Tags, default=[], metavar="T",
+                   help="only notes with this tag (repeat, or a,b: all of them)")
+    p.add_argument("--kind", action="append", default=[], metavar="K", help="only notes of this kind (repeatable)")
+    p.add_argument("--since", metavar="DATE", help="only notes written on or after DATE (as for query)")
+    p.add_argument("--until", metavar="DATE", help="only notes written on or before DATE")
+    p.add_argument("--history", action="store_true", help="count superseded notes too")
+    p.add_argument("--top", type=int, default=0, metavar="N", help="list only the N most used tags (default all)")
+    p.add_argument("--json", action="store_true", help='print JSON: {"tags": [{"tag", "notes"}], "notes"}')
+    _common(p)
+    _client(p)
+
     p = add("inventory", help="the stock-take: duplicated, stale, unused, broken, out-of-sync, secrets",
             description="Check the pile: topics with several current notes, stale and never "
                         "retrieved notes, notes missing topic or tags, broken supersedes, notes "
@@ -705,6 +725,29 @@ def cmd_feedback(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_tags(args: argparse.Namespace) -> int:
+    from .query import parse_moment
+
+    for moment in (args.since, args.until):
+        parse_moment(moment)  # a bad flag is a usage error before anything is opened
+    if args.top < 0:
+        raise UsageError("--top must be 0 (all) or more")
+    opts = {"vaults": args.vault, "tags": args.tag, "kinds": args.kind, "since": args.since, "until": args.until,
+            "history": args.history}
+    out = _run(args, {"op": "tags", **{k: v for k, v in opts.items() if v not in (None, [], False)}})
+    if args.top:
+        out["tags"] = out["tags"][: args.top]
+    if args.json:
+        print(json.dumps(out, ensure_ascii=False))
+    elif not out["tags"]:
+        if not args.quiet:
+            print(f"no tags on the {out['notes']} notes that pass", file=sys.stderr)
+    else:
+        for t in out["tags"]:
+            print(f"{t['notes']:6d}  {t['tag']}")
+    return 0 if out["tags"] else 1
+
+
 def cmd_stats(args: argparse.Namespace) -> int:
     out = _run(args, {"op": "stats", "paths": args.paths, "task": args.task, "cwd": os.getcwd()})
     if args.json:
@@ -842,7 +885,7 @@ def cmd_service(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"index": cmd_index, "query": cmd_query, "status": cmd_status, "reindex": cmd_reindex,
-            "remember": cmd_remember, "forget": cmd_forget, "feedback": cmd_feedback, "stats": cmd_stats,
+            "remember": cmd_remember, "forget": cmd_forget, "feedback": cmd_feedback, "stats": cmd_stats, "tags": cmd_tags,
             "inventory": cmd_inventory, "mcp": cmd_mcp, "hook": cmd_hook, "daemon": cmd_daemon, "service": cmd_service}
 
 

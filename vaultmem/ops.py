@@ -1,5 +1,5 @@
 """The operations of the memory habit, shared by the socket API (daemon.py) and the in-process
-CLI (cli.py): query, remember, forget, feedback, stats, inventory. Each takes a `Context` and a
+CLI (cli.py): query, tags, remember, forget, feedback, stats, inventory. Each takes a `Context` and a
 request dict and returns a JSON-able response; neither caller re-implements any of them.
 
 A Context says how to reach the index: `read(fn)` runs fn(index, searcher) where reads are
@@ -105,6 +105,18 @@ def query(ctx: Context, req: dict) -> dict:
         q = build_query({k: v for k, v in req.items() if k != "op"}, s.k, s.mode, known)
         hits, info = searcher.search(q)
         return {"ok": True, "hits": [h.to_json() for h in hits], **info}
+    return ctx.read(run)
+
+
+def tags(ctx: Context, req: dict) -> dict:
+    """The tags of the notes that pass the request's filters (those of a query: vaults, kinds,
+    tags, since, until, history, ...), with how many notes each finds, most first."""
+    def run(idx: VaultIndex, searcher: Searcher) -> dict:
+        s = ctx.settings.search
+        known = [(v.name, str(v.root)) for v in idx.vaults()]
+        q = build_query({**{k: v for k, v in req.items() if k != "op"}, "text": ""}, s.k, s.mode, known)
+        found, passed = searcher.tag_counts(q)
+        return {"ok": True, "tags": found, "notes": passed}
     return ctx.read(run)
 
 
@@ -367,6 +379,6 @@ class LocalContext(Context):
 
 OPS: dict[str, Callable[[Context, dict], dict]] = {
     "query": query, "remember": remember, "forget": forget, "feedback": feedback, "stats": stats,
-    "inventory": inventory, "shown": shown,
+    "inventory": inventory, "shown": shown, "tags": tags,
 }
 WRITES = {"remember", "forget"}  # ops that may change notes (opened for writing up front)

@@ -247,6 +247,31 @@ class Searcher:
 
         return [h for h in hits if h[0] in exact or shows(h[0], h[1])]
 
+    def tag_counts(self, q: Query) -> tuple[list[dict[str, Any]], int]:
+        """The tags of the notes that pass `q`'s filters, each with the number of those notes
+        that `--tag T` would list (so a parent counts its nested tags' notes), most first; and
+        the number of notes that passed. A tag is written as most of its notes write it (on a tie,
+        in lower case)."""
+        allow, deny, _ = self._scope(q)
+        counts: dict[str, int] = {}
+        spellings: dict[str, dict[str, int]] = {}
+        passed = 0
+        for r in self.index.catalog.select(current_only=False):
+            if (allow is not None and r["key"] not in allow) or (deny and r["key"] in deny):
+                continue
+            passed += 1
+            seen: dict[str, str] = {}
+            for tag in json.loads(r["tags"] or "[]"):
+                for written in _tag_and_parents(tag):
+                    seen.setdefault(normalize(written), written)
+            for key, written in seen.items():
+                counts[key] = counts.get(key, 0) + 1
+                spelled = spellings.setdefault(key, {})
+                spelled[written] = spelled.get(written, 0) + 1
+        found = [{"tag": min(spellings[k].items(), key=lambda s: (-s[1], s[0] != s[0].lower(), s[0]))[0], "notes": n}
+                 for k, n in sorted(counts.items(), key=lambda kn: (-kn[1], kn[0]))]
+        return found, passed
+
     def _listing(self, q: Query, allow: set[str] | None, deny: set[str] | None,
                  state: dict[str, str | None] | None, t0: float) -> tuple[list[Hit], dict[str, Any]]:
         """Every note in scope, newest first (by date, else mtime; ties by key), each shown from
@@ -457,11 +482,13 @@ def _best_per_note(hits: list[tuple[str, str, float]]) -> dict[str, tuple[str, f
 def _tag_set(tags_json: str | None) -> frozenset[str]:
     """A note's tags as the filter matches them: case folded, and a nested tag under each of its
     parents too (`--tag project` finds #project/alpha, as Obsidian's tag search does)."""
-    out: set[str] = set()
-    for tag in json.loads(tags_json or "[]"):
-        parts = normalize(tag).split("/")
-        out.update("/".join(parts[:i]) for i in range(1, len(parts) + 1))
-    return frozenset(out)
+    return frozenset(normalize(t) for tag in json.loads(tags_json or "[]") for t in _tag_and_parents(tag))
+
+
+def _tag_and_parents(tag: str) -> list[str]:
+    """project/alpha/x -> project, project/alpha, project/alpha/x."""
+    parts = tag.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
 def _json_list(s: str | None) -> list[str]:
