@@ -284,6 +284,9 @@ def test_no_text_lists_the_notes_a_filter_passes_newest_first(env):
         usage.close()
     r = run_cli("query", "--tag", "ops", "--state-dir", str(env.state), "--json", "--no-record")
     assert r.returncode == 0 and [h["path"] for h in json.loads(r.stdout)["hits"]] == ["memory/new.md", "memory/undated.md"]
+    r = run_cli("query", "--tag", "ops", "--state-dir", str(env.state), "--no-record")  # a listing has no scores to show
+    assert r.returncode == 0 and "memory/new.md" in r.stdout and "score" not in r.stdout, r.stdout
+    assert "2 notes, newest first (" in r.stderr, r.stderr
     r = run_cli("query", "--state-dir", str(env.state))
     assert r.returncode == 2 and "a filter to list notes" in r.stderr
 

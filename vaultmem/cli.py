@@ -482,7 +482,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         print(json.dumps({"hits": out["hits"], "took_ms": out["took_ms"],
                           **({"indexing": True} if out.get("indexing") else {})}, ensure_ascii=False))
     else:
-        _print_hits(out["hits"], out["took_ms"], out.get("unknown_words", []), args.quiet)
+        _print_hits(out["hits"], out["took_ms"], out.get("unknown_words", []), args.quiet,
+                    listed=not " ".join(args.text).strip())
     return 0 if out["hits"] else 1
 
 
@@ -527,7 +528,10 @@ def _run_batch(path: str, opts: dict, backend) -> int:
     return 0
 
 
-def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = (), quiet: bool = False) -> None:
+def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = (), quiet: bool = False,
+                listed: bool = False) -> None:
+    """Hits for a reader; `listed`: a listing by filters (newest first), whose scores are all 0
+    and say nothing."""
     tty = sys.stdout.isatty()
     bold = (lambda s: f"\033[1m{s}\033[0m") if tty else (lambda s: s)
     if unknown and not quiet:
@@ -544,7 +548,7 @@ def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = (), quiet
         if h.get("imported_by"):
             changed += f"  (imported by {h['imported_by']})"
         print(bold(f"{i}. {h['vault']}:{h['path']}:{h['line_start']}-{h['line_end']}")
-              + f"  {h['heading']}  [{state}] score {h['score']:.4f}{changed}")
+              + f"  {h['heading']}  [{state}]" + ("" if listed else f" score {h['score']:.4f}") + changed)
         meta = [f"topic: {h['topic']}" if h.get("topic") else "",
                 f"tags: {', '.join(h['tags'])}" if h.get("tags") else "", f"kind: {h['kind']}", h.get("date") or ""]
         meta += [f"{k}: {_short(v)}" for k, v in (h.get("extra") or {}).items()]
@@ -556,7 +560,10 @@ def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = (), quiet
         if h.get("explain"):
             print("   explain: " + ", ".join(f"{k}={v}" for k, v in h["explain"].items()))
     if not quiet:
-        print(f"{len(hits)} {'hit' if len(hits) == 1 else 'hits'} in {took_ms} ms", file=sys.stderr)
+        if listed:
+            print(f"{len(hits)} {'note' if len(hits) == 1 else 'notes'}, newest first ({took_ms} ms)", file=sys.stderr)
+        else:
+            print(f"{len(hits)} {'hit' if len(hits) == 1 else 'hits'} in {took_ms} ms", file=sys.stderr)
 
 
 def _short(value: Any, limit: int = 40) -> str:
