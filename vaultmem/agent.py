@@ -20,7 +20,6 @@ import logging
 import os
 import posixpath
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -137,6 +136,8 @@ def recall(backend: Backend, settings: Settings, query: str, k: int = 5, tags: l
 
 def project_of(cwd: str) -> Path:
     """The project a session runs in: the git work tree containing cwd, else cwd."""
+    import subprocess  # here: the prompt hook, run on every prompt, never starts git
+
     try:
         top = subprocess.run(["git", "-C", cwd, "rev-parse", "--show-toplevel"], capture_output=True, text=True,
                              timeout=2).stdout.strip()
@@ -148,6 +149,8 @@ def project_of(cwd: str) -> Path:
 def project_words(project: Path) -> str:
     """What the project is about right now, from what is at hand offline: its name, the git
     branch and the last few commit subjects."""
+    import subprocess
+
     words = [project.name.replace("-", " ").replace("_", " ")]
     for args in (["rev-parse", "--abbrev-ref", "HEAD"], ["log", "-5", "--format=%s"]):
         try:

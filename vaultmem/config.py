@@ -14,7 +14,6 @@ import functools
 import math
 import os
 import re
-import tomllib
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,6 +374,8 @@ def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = No
     elif default_config_path().is_file():
         config_file = default_config_path()
     if config_file is not None:
+        import tomllib  # here: most processes (a hook on every prompt) have no config file to read
+
         try:
             loaded = tomllib.loads(config_file.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
