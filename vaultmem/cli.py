@@ -59,6 +59,18 @@ class _Tags(argparse.Action):
 
 def _query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("-k", type=int, metavar="N", help="number of hits (default 10)")
+    _filter_options(p)
+    p.add_argument("--mode", choices=["hybrid", "text", "vector"], help="ranking: hybrid (default), text or vector")
+    p.add_argument("--half-life", metavar="DAYS", help="time decay: a note this old counts half (e.g. 90 or 90d)")
+    p.add_argument("--as-of", metavar="DATE", help="answer as the vault stood then: the notes current at DATE")
+    p.add_argument("--task", metavar="ID", help="attribute these hits to a task (see `vaultmem stats --task`)")
+    p.add_argument("--no-record", action="store_true",
+                   help="do not count these hits as retrieved (for scripts and evaluations)")
+    p.add_argument("--explain", action="store_true", help="show every factor of each hit's score")
+
+
+def _filter_options(p: argparse.ArgumentParser) -> None:
+    """Which notes a query (or a tag count) looks at; `_filters_of` reads them back."""
     p.add_argument("--tag", "--tags", dest="tag", action=_Tags, default=[], metavar="T",
                    help="only notes with this tag, in the frontmatter or as an inline #tag; a parent tag finds its "
                         "nested ones (project: project/alpha); repeat, or a,b: all of them")
@@ -73,13 +85,19 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--where", action="append", default=[], metavar="KEY=VALUE",
                    help="only notes whose frontmatter KEY has VALUE (any key, e.g. status=draft; repeatable)")
     p.add_argument("--history", action="store_true", help="include superseded notes (marked as such)")
-    p.add_argument("--mode", choices=["hybrid", "text", "vector"], help="ranking: hybrid (default), text or vector")
-    p.add_argument("--half-life", metavar="DAYS", help="time decay: a note this old counts half (e.g. 90 or 90d)")
-    p.add_argument("--as-of", metavar="DATE", help="answer as the vault stood then: the notes current at DATE")
-    p.add_argument("--task", metavar="ID", help="attribute these hits to a task (see `vaultmem stats --task`)")
-    p.add_argument("--no-record", action="store_true",
-                   help="do not count these hits as retrieved (for scripts and evaluations)")
-    p.add_argument("--explain", action="store_true", help="show every factor of each hit's score")
+
+
+def _filters_of(args: argparse.Namespace) -> dict[str, Any]:
+    """The request fields of `_filter_options` and --vault, those given; a bad date is a usage
+    error before anything is opened."""
+    from .query import parse_moment
+
+    for moment in (args.since, args.until):
+        parse_moment(moment)
+    opts = {"tags": args.tag, "any_tags": args.any_tag, "kinds": args.kind, "topic": args.topic,
+            "vaults": args.vault, "path": args.path, "history": args.history, "since": args.since,
+            "until": args.until, "where": args.where}
+    return {k: v for k, v in opts.items() if v not in (None, [], False)}
 
 
 class _Help(argparse.RawDescriptionHelpFormatter):
@@ -238,12 +256,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                    "  vaultmem tags --tag ops --json      # what else notes tagged ops are tagged",
             formatter_class=_Help)
     p.add_argument("--vault", action="append", default=[], metavar="NAME|DIR", help="only this vault (repeatable)")
-    p.add_argument("--tag", "--tags", dest="tag", action=_Tags, default=[], metavar="T",
-                   help="only notes with this tag (repeat, or a,b: all of them)")
-    p.add_argument("--kind", action="append", default=[], metavar="K", help="only notes of this kind (repeatable)")
-    p.add_argument("--since", metavar="DATE", help="only notes written on or after DATE (as for query)")
-    p.add_argument("--until", metavar="DATE", help="only notes written on or before DATE")
-    p.add_argument("--history", action="store_true", help="count superseded notes too")
+    _filter_options(p)
     p.add_argument("--top", type=int, default=0, metavar="N", help="list only the N most used tags (default all)")
     p.add_argument("--json", action="store_true", help='print JSON: {"tags": [{"tag", "notes"}], "notes"}')
     _common(p)
@@ -450,21 +463,18 @@ def cmd_query(args: argparse.Namespace) -> int:
 
     settings = _settings(args)
     parse_half_life(args.half_life)  # a bad flag is a usage error before anything is opened
-    for moment in (args.as_of, args.since, args.until):
-        parse_moment(moment)
+    parse_moment(args.as_of)
+    filters = _filters_of(args)
     if args.k is not None and args.k < 1:
         raise UsageError("-k must be at least 1")
     if args.batch and args.text:
         raise UsageError("give either query text or --batch FILE, not both")
-    filtered = args.tag or args.kind or args.topic or args.vault or args.path or args.since or args.until or args.where
-    if not args.batch and not args.text and not filtered:
+    if not args.batch and not args.text and not any(v for k, v in filters.items() if k not in ("any_tags", "history")):
         raise UsageError("nothing to search for: give query text, a filter to list notes newest first "
                          "(--tag, --kind, --topic, --path, --vault, --since, --until, --where), or --batch FILE")
-    opts = {"k": args.k, "tags": args.tag, "any_tags": args.any_tag, "kinds": args.kind, "topic": args.topic,
-            "vaults": args.vault, "path": args.path, "history": args.history, "mode": args.mode,
-            "explain": args.explain, "half_life": args.half_life, "as_of": args.as_of, "task": args.task,
-            "since": args.since, "until": args.until, "where": args.where}
-    opts = {k: v for k, v in opts.items() if v not in (None, [], False)}
+    opts = {"k": args.k, "mode": args.mode, "explain": args.explain, "half_life": args.half_life,
+            "as_of": args.as_of, "task": args.task}
+    opts = {**filters, **{k: v for k, v in opts.items() if v not in (None, [], False)}}
     if args.no_record:
         opts["record"] = False
     backend = _backend(args, settings)
@@ -733,15 +743,9 @@ def cmd_feedback(args: argparse.Namespace) -> int:
 
 
 def cmd_tags(args: argparse.Namespace) -> int:
-    from .query import parse_moment
-
-    for moment in (args.since, args.until):
-        parse_moment(moment)  # a bad flag is a usage error before anything is opened
     if args.top < 0:
         raise UsageError("--top must be 0 (all) or more")
-    opts = {"vaults": args.vault, "tags": args.tag, "kinds": args.kind, "since": args.since, "until": args.until,
-            "history": args.history}
-    out = _run(args, {"op": "tags", **{k: v for k, v in opts.items() if v not in (None, [], False)}})
+    out = _run(args, {"op": "tags", **_filters_of(args)})
     if args.top:
         out["tags"] = out["tags"][: args.top]
     if args.json:

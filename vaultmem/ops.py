@@ -23,7 +23,7 @@ from .catalog import written_at
 from .config import Settings, Vault
 from .errors import UsageError, VaultmemError
 from .index import VaultIndex
-from .query import build_query, list_field, number_field, text_field
+from .query import Query, build_query, list_field, number_field, text_field
 from .scan import is_note_path
 from .search import Searcher
 from .usage import Usage
@@ -98,12 +98,15 @@ def _path_of(key: str) -> str:
 # ------------------------------------------------------------------ query
 
 
+def _query_of(ctx: Context, idx: VaultIndex, req: dict) -> Query:
+    s = ctx.settings.search
+    known = [(v.name, str(v.root)) for v in idx.vaults()]
+    return build_query({k: v for k, v in req.items() if k != "op"}, s.k, s.mode, known)
+
+
 def query(ctx: Context, req: dict) -> dict:
     def run(idx: VaultIndex, searcher: Searcher) -> dict:
-        s = ctx.settings.search
-        known = [(v.name, str(v.root)) for v in idx.vaults()]
-        q = build_query({k: v for k, v in req.items() if k != "op"}, s.k, s.mode, known)
-        hits, info = searcher.search(q)
+        hits, info = searcher.search(_query_of(ctx, idx, req))
         return {"ok": True, "hits": [h.to_json() for h in hits], **info}
     return ctx.read(run)
 
@@ -112,10 +115,7 @@ def tags(ctx: Context, req: dict) -> dict:
     """The tags of the notes that pass the request's filters (those of a query: vaults, kinds,
     tags, since, until, history, ...), with how many notes each finds, most first."""
     def run(idx: VaultIndex, searcher: Searcher) -> dict:
-        s = ctx.settings.search
-        known = [(v.name, str(v.root)) for v in idx.vaults()]
-        q = build_query({**{k: v for k, v in req.items() if k != "op"}, "text": ""}, s.k, s.mode, known)
-        found, passed = searcher.tag_counts(q)
+        found, passed = searcher.tag_counts(_query_of(ctx, idx, {**req, "text": ""}))
         return {"ok": True, "tags": found, "notes": passed}
     return ctx.read(run)
 
