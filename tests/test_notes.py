@@ -183,6 +183,12 @@ def test_chunks_carry_heading_path_and_line_range():
     assert by_head["CLAUDE.md › Style"].text.endswith("short lines")
 
 
+def test_a_headings_closing_hashes_go_but_a_words_own_stay():
+    body = "# Notes on C#\n\nlinq\n\n## Build ##\n\ndotnet build\n\n## F# and C# #\n\nboth\n"
+    heads = [c.heading for c in chunk_body(body, 1, "n.md", 1500)]
+    assert heads == ["n.md › Notes on C#", "n.md › Notes on C# › Build", "n.md › Notes on C# › F# and C#"]
+
+
 def test_headings_inside_code_fences_do_not_cut():
     body = "# A\n\n```sh\n# not a heading\n```\n"
     chunks = chunk_body(body, 1, "n.md", 1500)

@@ -67,7 +67,7 @@ def note_key(vault: str, path: str) -> str:
 
 # Bump when parsing, chunking, index_text, embed_text or what the full-text index keeps of them
 # change: every note is then re-read (vectors of unchanged text are still reused by content hash).
-PIPELINE_VERSION = 17
+PIPELINE_VERSION = 18
 
 CLAUDE_KEYS = {"name", "description", "type"}
 # Keys vaultmem interprets; every other frontmatter key is kept and shown as it is (`extra`).
@@ -432,7 +432,8 @@ def find_imports(body: str) -> tuple[str, ...]:
 
 # ---------------------------------------------------------------- chunking
 
-ATX = re.compile(r"^(#{1,6})[ \t]+(.*?)[ \t]*#*[ \t]*$")
+# a closing run of #s counts only after white space (CommonMark): `# Notes on C#` keeps its `#`
+ATX = re.compile(r"^(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
 
 
