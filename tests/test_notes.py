@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from vaultmem.notes import Unreadable, chunk_body, extract_entities, parse_date, parse_note, parse_tags
+from vaultmem.notes import Unreadable, chunk_body, extra_keys, extract_entities, parse_date, parse_note, parse_tags
 
 
 def test_bom_does_not_hide_frontmatter():
@@ -110,6 +110,31 @@ def test_bad_date_and_importance_are_recorded_not_fatal():
     assert n.date is None and n.importance == 0.5 and len(n.errors) == 2
 
 
+def test_without_a_date_the_keys_other_tools_write_date_the_note():
+    """Obsidian's `updated`/`created` (or its Linter's `date modified`), Hugo's `lastmod`: the last
+    edit before the creation; an unreadable one is skipped quietly, an unreadable `date` is not."""
+    def read(fm: str):
+        return parse_note("v", "m.md", f"---\n{fm}\n---\nx\n".encode())
+    n = read("created: 2024-01-02\nupdated: 2025-03-04T10:00:00")
+    assert n.date == "2025-03-04T10:00:00" and not n.errors
+    assert read("created: 2024-01-02").date == "2024-01-02"
+    n = read("date modified: Wednesday, March 4th 2026\ncreated: 2024-01-02")
+    assert n.date == "2024-01-02" and not n.errors
+    assert read("date: 2023-05-06\nupdated: 2025-03-04").date == "2023-05-06"
+    n = read("date: someday\nupdated: 2025-03-04")
+    assert n.date == "2025-03-04" and n.errors == ("date 'someday' is not an ISO date; its 'updated' is used",)
+    n = read("date: someday")
+    assert n.date is None and n.errors == ("date 'someday' is not an ISO date; the note counts as undated",)
+    assert read("lastmod: nope").date is None and not read("lastmod: nope").errors
+
+
+def test_obsidians_singular_tag_and_alias_keys_are_read():
+    n = parse_note("v", "m.md", b"---\ntags: [ops]\ntag: Deploy, OPS\nalias: Argo CD\n---\nx #deploy\n")
+    assert n.tags == ("ops", "Deploy")
+    assert "argo cd" in {e.lower() for e in n.entities}
+    assert "tag" not in extra_keys(n.meta)  # shown as tags, not as a key of its own
+
+
 def test_importance_clamped_and_kind_defaults():
     n = parse_note("v", "m.md", b"---\nimportance: 3\n---\nx\n")
     assert n.importance == 1.0 and n.kind == "knowledge"
@@ -187,6 +212,19 @@ def test_a_headings_closing_hashes_go_but_a_words_own_stay():
     body = "# Notes on C#\n\nlinq\n\n## Build ##\n\ndotnet build\n\n## F# and C# #\n\nboth\n"
     heads = [c.heading for c in chunk_body(body, 1, "n.md", 1500)]
     assert heads == ["n.md › Notes on C#", "n.md › Notes on C# › Build", "n.md › Notes on C# › F# and C#"]
+
+
+def test_setext_headings_cut_as_atx_ones_do():
+    """Pandoc writes levels 1 and 2 underlined; a --- under a run of text, a list item or a
+    quote, and a fenced one, stay text."""
+    body = ("Deploy guide\n============\n\nintro\n\nRollback\n--------\n\nhelm rollback\n\n### Caveats\n\nslow\n\n"
+            "Pitfalls\n--------\n\nTwo lines\nof text\n---\n\n- a list item\n---\n\n```\nnot one\n---\n```\n")
+    chunks = chunk_body(body, 3, "n.md", 1500)
+    assert [(c.heading, c.line_start) for c in chunks] == [
+        ("n.md › Deploy guide", 3), ("n.md › Deploy guide › Rollback", 8),
+        ("n.md › Deploy guide › Rollback › Caveats", 13), ("n.md › Deploy guide › Pitfalls", 17)]
+    assert chunks[1].text == "Rollback\n--------\n\nhelm rollback"
+    assert chunks[-1].text.endswith("```")  # the rest stayed under Pitfalls, in one chunk
 
 
 def test_headings_inside_code_fences_do_not_cut():

@@ -60,6 +60,15 @@ def test_index_marks_history_and_deleting_newest_restores_previous(env):
     assert [h.path for h in env.query("deploy", mode="text")] == ["memory/d2.md"]
 
 
+def test_a_chain_without_dates_is_ordered_by_the_notes_updated_key_not_by_mtime(env):
+    env.write("memory/a.md", note("t", "alpha as first written\n", updated="2025-06-01"), mtime=2_000_000_000)
+    env.write("memory/b.md", note("t", "alpha as it is now\n", updated="2026-01-01"), mtime=1_000_000_000)
+    env.sync()
+    hits = env.query("alpha", mode="text", history=True)
+    assert [(h.path, h.current, h.date) for h in hits] == [("memory/b.md", True, "2026-01-01"),
+                                                          ("memory/a.md", False, "2025-06-01")]
+
+
 def test_rebuild_from_scratch_gives_the_same_state(env, tmp_path):
     env.write("memory/a.md", note("t", "alpha version one\n"), mtime=1_000_000)
     env.write("memory/b.md", note("t", "alpha version two\n"), mtime=2_000_000)

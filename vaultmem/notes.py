@@ -67,11 +67,11 @@ def note_key(vault: str, path: str) -> str:
 
 # Bump when parsing, chunking, index_text, embed_text or what the full-text index keeps of them
 # change: every note is then re-read (vectors of unchanged text are still reused by content hash).
-PIPELINE_VERSION = 18
+PIPELINE_VERSION = 20
 
 CLAUDE_KEYS = {"name", "description", "type"}
 # Keys vaultmem interprets; every other frontmatter key is kept and shown as it is (`extra`).
-KNOWN_KEYS = ({"topic", "tags", "kind", "date", "importance", "supersedes", "entities", "metadata", "id",
+KNOWN_KEYS = ({"topic", "tags", "tag", "kind", "date", "importance", "supersedes", "entities", "metadata", "id",
                "superseded_by"}  # written by vaultmem itself (mark_superseded), never read as a rule
               | CLAUDE_KEYS)
 
@@ -296,8 +296,12 @@ MAX_INLINE_TAGS = 64
 def note_tags(declared: tuple[str, ...], body: str) -> tuple[str, ...]:
     """The frontmatter's tags, then the body's inline tags, each once (case folded, as
     Obsidian and the tag filter compare them)."""
-    out = list(declared)
-    seen = {normalize(t) for t in out}
+    out: list[str] = []
+    seen: set[str] = set()
+    for tag in declared:
+        if (key := normalize(tag)) not in seen:
+            seen.add(key)
+            out.append(tag)
     for line in _prose_lines(body, "#"):
         for m in INLINE_TAG.finditer(line):
             tag = m.group(1).strip("/")
@@ -332,14 +336,44 @@ def parse_date(value: Any) -> tuple[str | None, float | None]:
         except ValueError:
             m = re.match(r"^(\d{4})-(\d{1,2})-(\d{1,2})", s)
             if not m:
-                raise ValueError(f"date {value!r} is not an ISO date; the note counts as undated")
+                raise ValueError(f"date {value!r} is not an ISO date")
             try:
                 moment = dt.datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)))
             except ValueError as err:  # 2025-13-45
-                raise ValueError(f"date {value!r} is no day of the calendar ({err}); the note counts as undated") from None
+                raise ValueError(f"date {value!r} is no day of the calendar ({err})") from None
     aware = moment if moment.tzinfo else moment.replace(tzinfo=dt.timezone.utc)
     text = moment.isoformat() if (moment.hour or moment.minute or moment.second or moment.tzinfo) else moment.date().isoformat()
     return text, aware.timestamp()
+
+
+# When a note was written, where it has no `date`: the keys other tools write for it (Obsidian
+# templates and its Linter, Hugo, Jekyll), the last edit before the creation. Without any, the
+# file's modification time orders a topic chain (supersession.py).
+DATE_FALLBACK_KEYS = ("updated", "modified", "date modified", "lastmod", "last_modified_at", "created",
+                      "date created")
+
+
+def note_date(meta: dict[str, Any], declared: Any, errors: list[str]) -> tuple[str | None, float | None]:
+    """The note's date: `declared` (its `date`), else the first fallback key that reads as an
+    ISO date. A `date` that does not read is a recorded error; another tool's key that does not
+    (the Linter's "Wednesday, March 4th 2026") is its own business and passed over quietly."""
+    problem = None
+    try:
+        date, date_ts = parse_date(declared)
+    except ValueError as err:
+        problem, date, date_ts = str(err), None, None
+    used = "date"
+    for key in DATE_FALLBACK_KEYS if date is None else ():
+        try:
+            date, date_ts = parse_date(meta.get(key))
+        except ValueError:
+            continue
+        if date is not None:
+            used = key
+            break
+    if problem:
+        errors.append(f"{problem}; the note counts as undated" if date is None else f"{problem}; its {used!r} is used")
+    return date, date_ts
 
 
 def _plain(value: Any) -> Any:
@@ -435,6 +469,11 @@ def find_imports(body: str) -> tuple[str, ...]:
 # a closing run of #s counts only after white space (CommonMark): `# Notes on C#` keeps its `#`
 ATX = re.compile(r"^(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
 FENCE = re.compile(r"^[ \t]{0,3}(```|~~~)")
+# A setext heading: one line of text underlined with = (level 1) or - (level 2), as pandoc and
+# other converters write them. Taken only under a one-line paragraph that is no list item, quote,
+# table row or HTML, so that a --- under a run of text stays what its writer most likely meant.
+SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+NOT_SETEXT_TEXT = re.compile(r"^(?: {4}|\t|[ \t]*(?:[-*+>|<]|\d+[.)])(?:[ \t]|$))")
 
 
 def _fence(open_: str | None, line: str) -> tuple[str | None, bool]:
@@ -446,10 +485,28 @@ def _fence(open_: str | None, line: str) -> tuple[str | None, bool]:
     return (None if open_ == fence.group(1) else (open_ or fence.group(1))), True
 
 
+def _heading(lines: list[str], i: int) -> tuple[int, str] | None:
+    """(level, text) when line i, outside code, starts a heading: ATX, or setext (SETEXT)."""
+    line = lines[i]
+    if m := ATX.match(line):
+        return len(m.group(1)), m.group(2).strip()
+    if (i + 1 < len(lines) and line.strip() and (i == 0 or not lines[i - 1].strip())
+            and not NOT_SETEXT_TEXT.match(line) and not SETEXT.match(line) and (m := SETEXT.match(lines[i + 1]))):
+        return (1 if m.group(1)[0] == "=" else 2), line.strip()
+    return None
+
+
+def _heading_only(text: str) -> bool:
+    lines = text.split("\n")
+    if len(lines) == 1:
+        return bool(ATX.match(text))
+    return len(lines) == 2 and bool(SETEXT.match(lines[1])) and _heading(lines, 0) is not None
+
+
 def chunk_body(body: str, first_line: int, title: str, max_chars: int) -> list[Chunk]:
-    """Cut at ATX headings (not inside code fences); each chunk carries its heading path and
-    its 1-based line range in the file. Sections longer than max_chars are split at blank
-    lines, and single paragraphs longer than that at line ends."""
+    """Cut at headings (not inside code fences); each chunk carries its heading path and its
+    1-based line range in the file. Sections longer than max_chars are split at blank lines,
+    and single paragraphs longer than that at line ends."""
     lines = body.split("\n")
     sections: list[tuple[str, int, list[str]]] = []  # (heading path, first index, lines)
     stack: list[tuple[int, str]] = []
@@ -459,14 +516,14 @@ def chunk_body(body: str, first_line: int, title: str, max_chars: int) -> list[C
     path = title
     for i, line in enumerate(lines):
         in_fence, fence = _fence(in_fence, line)
-        m = None if in_fence or fence else ATX.match(line)
-        if m:
+        head = None if in_fence or fence else _heading(lines, i)
+        if head:
             if current:
                 sections.append((path, start, current))
-            level = len(m.group(1))
+            level, name = head
             while stack and stack[-1][0] >= level:
                 stack.pop()
-            stack.append((level, m.group(2).strip()))
+            stack.append((level, name))
             names = [h for _, h in stack]
             if names and normalize(names[0]) in (normalize(title), normalize(title.rsplit(".", 1)[0])):
                 names = names[1:]  # "# CLAUDE.md" under CLAUDE.md says nothing new
@@ -481,7 +538,7 @@ def chunk_body(body: str, first_line: int, title: str, max_chars: int) -> list[C
     for heading, begin, sec_lines in sections:
         for offset, piece in _split_section(sec_lines, max_chars):
             text = "\n".join(piece).strip("\n")
-            if not text.strip() or (ATX.match(text) and "\n" not in text and len(sections) > 1):
+            if not text.strip() or (len(sections) > 1 and _heading_only(text)):
                 continue  # blank, or a heading with nothing under it
             lead = next(j for j, ln in enumerate(piece) if ln.strip())
             trail = max(j for j, ln in enumerate(piece) if ln.strip())
@@ -578,11 +635,7 @@ def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
     topic = str(topic).strip() if topic not in (None, "") else None
     kind = str(pick("kind") or pick("type") or "knowledge").strip().lower() or "knowledge"
     summary = str(pick("description") or "").strip()
-    try:
-        date, date_ts = parse_date(pick("date"))
-    except ValueError as err:
-        errors.append(str(err))
-        date, date_ts = None, None
+    date, date_ts = note_date(meta, pick("date"), errors)
     importance = 0.5
     if pick("importance") not in (None, ""):
         try:
@@ -596,12 +649,14 @@ def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
     if not chunks and summary:
         chunks = [Chunk(0, title, 1, max(1, first_line - 1), summary)]
     # Obsidian's `aliases` are other names of what the note is about: a query naming one finds it
-    entities = extract_entities(body, parse_list(pick("entities")) + parse_list(pick("aliases")))
+    # (`tag` and `alias`: the singular keys Obsidian still reads from older notes)
+    entities = extract_entities(body, parse_list(pick("entities")) + parse_list(pick("aliases"))
+                                + parse_list(pick("alias")))
     return Note(
         vault=vault,
         path=path,
         topic=topic,
-        tags=note_tags(parse_tags(pick("tags")), body),
+        tags=note_tags(parse_tags(pick("tags")) + parse_tags(pick("tag")), body),
         kind=kind,
         date=date,
         date_ts=date_ts,
