@@ -2,8 +2,9 @@
 
 Within a vault, notes that share a topic (compared after NFKC and case folding) form a chain;
 the newest (its date as notes.note_date reads it, else the file's mtime; ties broken on path) is
-current and every other note of the chain is superseded by it. A note's `supersedes:` retires the named topics or note
-paths explicitly, for as long as the retiring note exists. Nothing here reads files or indexes.
+current and every other note of the chain is superseded by it. A note's `supersedes:` retires the
+named topics or note paths explicitly, for as long as the retiring note exists. Nothing here reads
+files or indexes.
 """
 
 from __future__ import annotations
