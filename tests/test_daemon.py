@@ -1201,3 +1201,34 @@ def test_links_past_the_watch_limit_are_said_and_watched_when_room_is_made(tmp_p
         assert (d.watch["outside"], d.watch["outside_unwatched"]) == (2, 0)
         rels = {w.rel for w in [d.queue.get_nowait() for _ in range(d.queue.qsize())]}
         assert "memory/c.md" in rels and "memory/b.md" not in rels  # (a.md: the vault's own watch saw it go)
+
+
+@pytest.mark.skipif(os.uname().sysname != "Linux" or __import__("platform").libc_ver()[0] != "glibc",
+                    reason="glibc's malloc settings")
+def test_the_writers_bulk_work_keeps_big_blocks_on_the_heap_and_sets_the_daemons_thresholds_back():
+    """A 2 MB block is mmapped under the daemon's malloc settings (its memory goes back when
+    freed), comes from the heap while notes are read and embedded (bulk_heap: no fresh zeroed
+    pages per embed batch), and is mmapped again after, once the free heap is given back. glibc marks a chunk it mmapped with bit 2
+    of the size word before the block. In a child process: the settings are process-wide."""
+    import subprocess
+    import sys
+    script = """
+import ctypes
+from vaultmem import daemon
+libc = ctypes.CDLL(None)
+libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+libc.free.argtypes = [ctypes.c_void_p]
+def mmapped(n):
+    p = libc.malloc(n)
+    size = ctypes.c_size_t.from_address(p - ctypes.sizeof(ctypes.c_size_t)).value
+    libc.free(p)
+    return bool(size & 2)
+daemon._tune_malloc()
+before = mmapped(2 << 20)
+with daemon.bulk_heap():
+    bulk = mmapped(2 << 20), mmapped(9 << 20)
+daemon._return_free_memory()  # as the writer does after big work: the freed heap is not reused
+print(before, *bulk, mmapped(2 << 20))
+"""
+    got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    assert got.stdout.split() == ["True", "False", "True", "True"]  # 9 MB: past the bulk threshold
