@@ -101,7 +101,9 @@ class Daemon:
                     return time.perf_counter() - t
             except (DaemonUnavailable, OSError):
                 pass
-            time.sleep(0.01)
+            # every 10 ms while a restart may be ready, then every 100 ms: on 2 cores, asking
+            # 100 times a second through a first index of 10,000 notes made it 25% slower
+            time.sleep(0.01 if time.perf_counter() - t < 2.0 else 0.1)
 
     def stop(self) -> None:
         self.proc.send_signal(signal.SIGTERM)

@@ -41,6 +41,25 @@ def test_default_globs_pick_what_coding_agents_read_as_memory(env):
         "GEMINI.md", "svc/api/AGENTS.md", "svc/api/AGENTS.override.md"]
 
 
+def test_status_counts_are_read_from_their_index_and_the_note_scans_keep_to_the_rows(env):
+    """The counts `status` gives (asked for while a first index is written, and polled by
+    scripts) come from the notes_counts index, whatever mix of notes; the scans of every note
+    (WHERE status='ok') still read the table, not that index (which made them slower)."""
+    env.write("memory/old.md", note("deploy", "ship on fridays\n", date="2026-01-01"))
+    env.write("memory/new.md", note("deploy", "never ship on fridays\n", date="2026-02-01"))
+    env.write("memory/bad.md", "---\ntopic: [unclosed\n---\nthe body is kept\n")
+    env.write("memory/blob.md", "\x00binary\x00")
+    env.sync()
+    with VaultIndex(env.settings()) as idx:
+        assert idx.catalog.counts() == {"notes": 3, "skipped": 1, "current": 2, "read_with_problems": 1,
+                                        "chunks": 3}
+        assert [r["path"] for r in idx.catalog.skipped()] == ["memory/blob.md"]
+        plan = lambda sql: " ".join(r[3] for r in idx.catalog.db.execute(f"EXPLAIN QUERY PLAN {sql}"))  # noqa: E731
+        assert "notes_counts" in plan("SELECT status = 'ok', superseded_by IS NULL, errors IS NOT NULL AND errors "
+                                      "NOT IN ('', '[]'), COUNT(*) FROM notes GROUP BY 1, 2, 3")
+        assert "notes_skipped" in plan("SELECT key, path, reason FROM notes WHERE status='skipped' ORDER BY key")
+        assert "notes_counts" not in plan("SELECT key, topic FROM notes WHERE status='ok'")
+
 def test_second_run_reads_nothing_and_embeds_nothing(env):
     for i in range(5):
         env.write(f"memory/n{i}.md", note(f"t{i}", f"# Note {i}\n\nbody {i}\n"))
