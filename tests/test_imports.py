@@ -121,6 +121,32 @@ def test_agents_md_is_one_note_under_its_own_name_and_its_imports_are_followed(e
     assert (env.vault / "repo/CLAUDE.md").is_symlink()  # only ever read
 
 
+def test_gemini_md_imports_are_followed_and_not_taken_for_what_claude_code_loads(env):
+    """Gemini CLI reads a GEMINI.md's `@./path` imports (nested too) into its context: those
+    files are notes. A file only a GEMINI.md's chain reaches is said to be imported by that
+    GEMINI.md, so Claude Code's hooks still show it (Claude Code never loads it), while the
+    inventory asks no topic of it; one a CLAUDE.md also imports stays Claude Code's."""
+    from vaultmem.agent import passed_over
+    env.write("GEMINI.md", "# Gemini\n\n@./docs/style.md and @./docs/shared.md\n")
+    env.write("docs/style.md", "# Style\n\nThe capybara naming rule. See @./deeper.md\n")
+    env.write("docs/deeper.md", "# Deeper\n\nThe tapir rule.\n")
+    env.write("docs/shared.md", "# Shared\n\nThe quokka rule.\n")
+    env.write("CLAUDE.md", "# Project\n\n@docs/shared.md\n")
+    report = env.sync()
+    assert report.added == 5 and report.skipped == 0
+    hits = {h.path: h for h in env.query("capybara tapir quokka", mode="text", k=10)}
+    assert {p: hits[p].imported_by for p in ("docs/style.md", "docs/deeper.md", "docs/shared.md")} == {
+        "docs/style.md": "GEMINI.md", "docs/deeper.md": "GEMINI.md", "docs/shared.md": "CLAUDE.md"}
+    roots = {"v": str(env.vault)}
+    shown = {p for p, h in hits.items() if not passed_over("claude", {"vault": "v", "path": p,
+                                                                      "imported_by": h.imported_by}, roots)}
+    assert shown == {"docs/style.md", "docs/deeper.md"}
+    s = env.settings()
+    with VaultIndex(s) as idx:
+        assert take(idx, Usage(s.state_dir), s)["findings"]["missing_topic"] == []
+    env.write("GEMINI.md", "# Gemini\n\nno imports now\n")
+    assert env.sync().removed == 2 and paths(env, "capybara") == [] and paths(env, "quokka") == ["docs/shared.md"]
+
 def test_update_follows_an_edited_claude_md_at_once(env):
     env.write("CLAUDE.md", "# Project\n\nnothing imported yet\n")
     env.write("CONTRIBUTING.md", "# Agents\n\nThe okapi rule.\n")

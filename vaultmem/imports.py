@@ -1,12 +1,13 @@
 """Which files the vaults' CLAUDE.md files import: Claude Code reads `@path` imports into the
-agent's context with the CLAUDE.md itself (`See @CONTRIBUTING.md`, `@docs/git.md`), so vaultmem
-indexes those files as notes too, whatever the include globs say.
+agent's context with the CLAUDE.md itself (`See @CONTRIBUTING.md`, `@docs/git.md`), as Gemini
+CLI does a GEMINI.md's, so vaultmem indexes those files as notes too, whatever the include globs
+say.
 
 Pure path work over what the catalog keeps of each note (`Note.imports`, the paths as written,
 found by notes.find_imports): nothing here reads a note or touches the index. As in Claude Code
 a relative path is taken from the importing file's directory, `~/` from the home directory, and
-imports are followed from CLAUDE.md, CLAUDE.local.md, AGENTS.md and rule files through at most
-MAX_DEPTH hops. An imported file is a note of the vault that holds it (the innermost), which
+imports are followed from CLAUDE.md, CLAUDE.local.md, AGENTS.md, GEMINI.md and rule files through
+at most MAX_DEPTH hops. An imported file is a note of the vault that holds it (the innermost), which
 need not be the importer's: a project's `@~/.claude/my-project.md` is one of the ~/.claude
 vault's. A file in no vault, or under an excluded path, is no note.
 """
@@ -21,6 +22,8 @@ from .scan import matches, relpath_in
 
 MAX_DEPTH = 5  # hops, as Claude Code follows them
 INSTRUCTION_FILES = frozenset({"claude.md", "claude.local.md", "agents.md", "memory.md"})  # not facts
+CODEX_OVERRIDE = "AGENTS.override.md"  # Codex reads it in place of the AGENTS.md beside it; Claude Code never
+GEMINI_MD = "GEMINI.md"  # Gemini CLI's context file; its save_memory appends facts to ~/.gemini/GEMINI.md
 
 
 def is_rule(path: str) -> bool:
@@ -30,14 +33,12 @@ def is_rule(path: str) -> bool:
 
 
 def reads_imports(path: str) -> bool:
-    """Whether Claude Code follows the imports of the file at `path`: a CLAUDE.md, a
-    CLAUDE.local.md, an AGENTS.md (read in place of a CLAUDE.md, or through a `CLAUDE.md ->
-    AGENTS.md` link) or a rule file (an imported file's own imports are followed too)."""
-    return posixpath.basename(path) in ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md") or is_rule(path)
-
-
-CODEX_OVERRIDE = "AGENTS.override.md"  # Codex reads it in place of the AGENTS.md beside it; Claude Code never
-GEMINI_MD = "GEMINI.md"  # Gemini CLI's context file; its save_memory appends facts to ~/.gemini/GEMINI.md
+    """Whether an agent follows the imports of the file at `path`: Claude Code those of a
+    CLAUDE.md, a CLAUDE.local.md, an AGENTS.md (read in place of a CLAUDE.md, or through a
+    `CLAUDE.md -> AGENTS.md` link) or a rule file; Gemini CLI those of a GEMINI.md (its memory
+    import processor: `@./docs/style.md`, taken from the file's directory, 5 hops as well). An
+    imported file's own imports are followed too."""
+    return posixpath.basename(path) in ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", GEMINI_MD) or is_rule(path)
 
 
 def is_codex_memory(path: str) -> bool:
@@ -48,10 +49,11 @@ def is_codex_memory(path: str) -> bool:
 
 def loaded_with_claude_md(path: str, imported_by: str | None) -> bool:
     """Whether Claude Code puts a note into the session itself: an instruction file
-    (CLAUDE.md, CLAUDE.local.md, AGENTS.md, a MEMORY.md index, a rule), or a file one imports.
+    (CLAUDE.md, CLAUDE.local.md, AGENTS.md, a MEMORY.md index, a rule), or a file one imports
+    (not one only a GEMINI.md's imports reach: `imported` names that GEMINI.md as its importer).
     Codex's handbook is named MEMORY.md too, and Claude Code never loads it."""
     if imported_by is not None:
-        return True
+        return posixpath.basename(imported_by) != GEMINI_MD
     return not is_codex_memory(path) and (posixpath.basename(path).lower() in INSTRUCTION_FILES or is_rule(path))
 
 
@@ -85,27 +87,36 @@ def outside(vaults: list[Vault], vault: Vault, importer: str, raws: tuple[str, .
 
 def imported(vaults: list[Vault], imports: dict[str, dict[str, tuple[str, ...]]],
              exclude: tuple[str, ...]) -> dict[str, dict[str, str]]:
-    """The files the vaults' CLAUDE.md files import, directly or through imported files: by
-    vault and vault-relative path, each with the note that imports it first (its path, or
-    `vault:path` when that note is in another vault). A file is a note of the vault that holds
-    it, whichever vault the note importing it is in. `imports` is every note's imports as
-    written, by vault and path."""
+    """The files the vaults' CLAUDE.md (and GEMINI.md) files import, directly or through
+    imported files: by vault and vault-relative path, each with the note that imports it first
+    (its path, or `vault:path` when that note is in another vault). A file is a note of the
+    vault that holds it, whichever vault the note importing it is in. `imports` is every note's
+    imports as written, by vault and path.
+
+    Claude Code's chains are followed first; a file only a GEMINI.md's chain reaches is given
+    that GEMINI.md as its importer, however many hops away: Claude Code does not load it, and
+    the hooks tell by the importer's name (loaded_with_claude_md)."""
     by_name = {v.name: v for v in vaults}
-    frontier = sorted((v.name, p) for v in vaults for p in imports.get(v.name, {}) if reads_imports(v.globbed(p)))
-    seen = set(frontier)
+    readers = sorted((v.name, p) for v in vaults for p in imports.get(v.name, {}) if reads_imports(v.globbed(p)))
+    seen = set(readers)
     out: dict[str, dict[str, str]] = {}
-    for _ in range(MAX_DEPTH):
-        following: list[tuple[str, str]] = []
-        for name, importer in frontier:
-            for raw in imports.get(name, {}).get(importer, ()):
-                found = locate(vaults, by_name[name], importer, raw)
-                if found is None or (found[0].name, found[1]) in seen or matches(found[0].globbed(found[1]), exclude):
-                    continue
-                owner, rel = found
-                seen.add((owner.name, rel))
-                out.setdefault(owner.name, {})[rel] = importer if owner.name == name else f"{name}:{importer}"
-                following.append((owner.name, rel))
-        if not following:
-            break
-        frontier = following
+    geminis = [r for r in readers if posixpath.basename(r[1]) == GEMINI_MD]
+    for frontier in ([(r, None) for r in readers if r not in geminis], [(r, r) for r in geminis]):
+        # (importer, the GEMINI.md it is reached from, or None to name each file's own importer)
+        for _ in range(MAX_DEPTH):
+            following: list[tuple[tuple[str, str], tuple[str, str] | None]] = []
+            for (name, importer), gemini in frontier:
+                for raw in imports.get(name, {}).get(importer, ()):
+                    found = locate(vaults, by_name[name], importer, raw)
+                    if found is None or (found[0].name, found[1]) in seen or matches(found[0].globbed(found[1]),
+                                                                                     exclude):
+                        continue
+                    owner, rel = found
+                    seen.add((owner.name, rel))
+                    by, by_path = gemini or (name, importer)
+                    out.setdefault(owner.name, {})[rel] = by_path if owner.name == by else f"{by}:{by_path}"
+                    following.append(((owner.name, rel), gemini))
+            if not following:
+                break
+            frontier = following
     return out

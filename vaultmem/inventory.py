@@ -84,8 +84,8 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
     imported = idx.imported_all()
     for r in current:
         seen_as = vaults[r["vault"]].globbed(r["path"]) if r["vault"] in vaults else r["path"]
-        if (loaded_with_claude_md(seen_as, imported.get(r["vault"], {}).get(r["path"])) or is_codex_memory(seen_as)
-                or posixpath.basename(seen_as) in (CODEX_OVERRIDE, GEMINI_MD)):
+        if (r["path"] in imported.get(r["vault"], {}) or loaded_with_claude_md(seen_as, None)
+                or is_codex_memory(seen_as) or posixpath.basename(seen_as) in (CODEX_OVERRIDE, GEMINI_MD)):
             continue
         if not r["topic"]:
             found["missing_topic"].append({"note": r["key"]})
