@@ -60,6 +60,42 @@ def test_status_counts_are_read_from_their_index_and_the_note_scans_keep_to_the_
         assert "notes_skipped" in plan("SELECT key, path, reason FROM notes WHERE status='skipped' ORDER BY key")
         assert "notes_counts" not in plan("SELECT key, topic FROM notes WHERE status='ok'")
 
+def test_cursor_rules_and_copilot_instructions_are_notes_read_as_those_tools_write_them(env):
+    """Cursor's project rules (.mdc, whose frontmatter is key: text lines, `globs: **/*.ts`
+    unquoted as its docs write it) and Copilot's instructions are notes: read without a
+    frontmatter error, their description as the summary, their own keys kept; the inventory
+    asks no topic of them, and Claude Code's hooks show them (Claude Code never loads them).
+    A `.md` note with the same broken line is still said to be malformed."""
+    from vaultmem.agent import passed_over
+    from vaultmem.inventory import take
+    from vaultmem.usage import Usage
+    head = "---\ndescription: React component conventions\nglobs: **/*.tsx, src/**/*.ts\nalwaysApply: false\n---\n"
+    env.write(".cursor/rules/frontend/react.mdc", head + "# React\n\nThe axolotl hook comes first.\n")
+    env.write(".github/copilot-instructions.md", "# Copilot\n\nThe okapi style guide applies.\n")
+    env.write(".github/instructions/ts.instructions.md", '---\napplyTo: "**/*.ts"\n---\nThe dugong types rule.\n')
+    env.write(".github/workflows/notes.md", "the gharial is no note\n")
+    env.write("memory/broken.md", head + "The numbat rule.\n")
+    report = env.sync()
+    assert (report.files, report.added, report.skipped) == (4, 4, 0)
+    with VaultIndex(env.settings()) as idx:
+        rows = {r["path"]: r for r in idx.catalog.db.execute("SELECT path, errors, summary FROM notes")}
+    assert rows[".cursor/rules/frontend/react.mdc"]["errors"] == "[]"
+    assert rows[".cursor/rules/frontend/react.mdc"]["summary"] == "React component conventions"
+    assert "malformed frontmatter" in rows["memory/broken.md"]["errors"]
+    [rule] = env.query("axolotl", mode="text")
+    assert rule.path == ".cursor/rules/frontend/react.mdc"
+    assert rule.extra == {"globs": "**/*.tsx, src/**/*.ts", "alwaysApply": False}
+    assert sorted(h.path for h in env.query("okapi dugong", mode="text")) == [
+        ".github/copilot-instructions.md", ".github/instructions/ts.instructions.md"]
+    assert env.query("gharial", mode="text") == []
+    roots = {"v": str(env.vault)}
+    assert not any(passed_over(agent, {"vault": "v", "path": p}, roots) for agent in ("claude", "codex")
+                   for p in (".cursor/rules/frontend/react.mdc", ".github/copilot-instructions.md"))
+    s = env.settings()
+    with VaultIndex(s) as idx:
+        missing = [f["note"] for f in take(idx, Usage(s.state_dir), s)["findings"]["missing_topic"]]
+    assert missing == ["v:memory/broken.md"]
+
 def test_second_run_reads_nothing_and_embeds_nothing(env):
     for i in range(5):
         env.write(f"memory/n{i}.md", note(f"t{i}", f"# Note {i}\n\nbody {i}\n"))

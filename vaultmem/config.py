@@ -28,7 +28,8 @@ DEFAULTS: dict[str, Any] = {
         "include": ["**/CLAUDE.md", "**/CLAUDE.local.md", "**/AGENTS.md", "**/AGENTS.override.md", "**/GEMINI.md",
                     "**/.claude/rules/**/*.md", "**/memory/**/*.md", "**/.claude/agent-memory*/**/*.md",
                     "**/.codex/memories/MEMORY.md", "**/.codex/memories/memory_summary.md",
-                    "**/.codex/memories/rollout_summaries/*.md"],
+                    "**/.codex/memories/rollout_summaries/*.md", "**/.cursor/rules/**/*.mdc",
+                    "**/.github/copilot-instructions.md", "**/.github/instructions/**/*.instructions.md"],
         "exclude": [
             "**/.git/**", "**/node_modules/**", "**/.venv/**", "**/venv/**", "**/site-packages/**",
             "**/__pycache__/**", "**/.tox/**", "**/.nox/**", "**/.mypy_cache/**", "**/.pytest_cache/**",

@@ -32,6 +32,15 @@ def is_rule(path: str) -> bool:
     return path.startswith(".claude/rules/") or "/.claude/rules/" in path
 
 
+def is_other_agents_rules(path: str) -> bool:
+    """Instructions other agents load themselves, as Claude Code does its rules: Cursor's
+    project rules (`.cursor/rules/`) and GitHub Copilot's instructions
+    (`.github/copilot-instructions.md`, `.github/instructions/`). Claude Code and Codex load
+    none of them: to their sessions they are notes like any other."""
+    return any(path.startswith(d) or f"/{d}" in path for d in (".cursor/rules/", ".github/instructions/")) \
+        or path == ".github/copilot-instructions.md" or path.endswith("/.github/copilot-instructions.md")
+
+
 def reads_imports(path: str) -> bool:
     """Whether an agent follows the imports of the file at `path`: Claude Code those of a
     CLAUDE.md, a CLAUDE.local.md, an AGENTS.md (read in place of a CLAUDE.md, or through a

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .config import Settings
-from .imports import CODEX_OVERRIDE, GEMINI_MD, is_codex_memory, loaded_with_claude_md
+from .imports import CODEX_OVERRIDE, GEMINI_MD, is_codex_memory, is_other_agents_rules, loaded_with_claude_md
 from .query import number_field
 from .supersession import path_candidates, topic_key
 
@@ -85,7 +85,8 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
     for r in current:
         seen_as = vaults[r["vault"]].globbed(r["path"]) if r["vault"] in vaults else r["path"]
         if (r["path"] in imported.get(r["vault"], {}) or loaded_with_claude_md(seen_as, None)
-                or is_codex_memory(seen_as) or posixpath.basename(seen_as) in (CODEX_OVERRIDE, GEMINI_MD)):
+                or is_codex_memory(seen_as) or is_other_agents_rules(seen_as)
+                or posixpath.basename(seen_as) in (CODEX_OVERRIDE, GEMINI_MD)):
             continue
         if not r["topic"]:
             found["missing_topic"].append({"note": r["key"]})

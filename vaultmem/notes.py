@@ -67,7 +67,7 @@ def note_key(vault: str, path: str) -> str:
 
 # Bump when parsing, chunking, index_text, embed_text or what the full-text index keeps of them
 # change: every note is then re-read (vectors of unchanged text are still reused by content hash).
-PIPELINE_VERSION = 20
+PIPELINE_VERSION = 21
 
 CLAUDE_KEYS = {"name", "description", "type"}
 # Keys vaultmem interprets; every other frontmatter key is kept and shown as it is (`extra`).
@@ -209,8 +209,15 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> i
     return total
 
 
-def split_frontmatter(text: str) -> tuple[dict[str, Any], str, int, list[str]]:
-    """Return (metadata, body, body_first_line (1-based), errors)."""
+# Cursor's rule files hold `key: text` lines that look like YAML and are not: its own docs write
+# `globs: **/*.ts, **/*.tsx`, unquoted (a YAML alias). Read line by line, as Cursor reads them,
+# and not called malformed.
+NOT_YAML_SUFFIXES = (".mdc",)
+
+
+def split_frontmatter(text: str, yaml_only: bool = True) -> tuple[dict[str, Any], str, int, list[str]]:
+    """Return (metadata, body, body_first_line (1-based), errors). `yaml_only=False`: frontmatter
+    that does not parse as YAML is read line by line without an error (NOT_YAML_SUFFIXES)."""
     lead = len(text) - len(text.lstrip())
     stripped = text[lead:]
     handler = frontmatter.detect_format(stripped, HANDLERS)
@@ -229,7 +236,8 @@ def split_frontmatter(text: str) -> tuple[dict[str, Any], str, int, list[str]]:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 2}" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        errors.append(f"malformed frontmatter{where}: {problem}; read it line by line")
+        if yaml_only:
+            errors.append(f"malformed frontmatter{where}: {problem}; read it line by line")
         meta = _lenient_meta(fm)
     except Exception as err:  # JSON/TOML handlers raise their own error types
         errors.append(f"malformed frontmatter: {err}")
@@ -619,7 +627,7 @@ def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
     text, problem = decode(data)
     found = redact.find(text)
     text = redact.mask(text, found)
-    meta, body, first_line, errors = split_frontmatter(text)
+    meta, body, first_line, errors = split_frontmatter(text, yaml_only=not path.endswith(NOT_YAML_SUFFIXES))
     if problem:
         errors.insert(0, problem)
     meta = {str(k): v for k, v in meta.items()}
