@@ -46,7 +46,7 @@ def test_mcp_remember_then_recall_through_a_real_daemon(daemon):
 
     async def steps(client):
         tools = {t.name: t for t in (await client.list_tools()).tools}
-        assert set(tools) == {"recall", "remember", "forget", "feedback", "inventory", "status"}
+        assert set(tools) == {"recall", "tags", "remember", "forget", "feedback", "inventory", "status"}
         assert {"query", "k", "tags", "kind", "history"} <= set(tools["recall"].input_schema["properties"])
         assert {"topic", "text", "tags", "kind", "importance"} <= set(tools["remember"].input_schema["properties"])
         assert "before" in tools["recall"].description  # written for a model: when to call it
@@ -56,6 +56,7 @@ def test_mcp_remember_then_recall_through_a_real_daemon(daemon):
         got = structured(await client.call_tool("recall", {"query": "platypus review", "k": 3}))
         hist = structured(await client.call_tool("recall", {"query": "releases leave", "k": 5, "history": True}))
         st = structured(await client.call_tool("status", {}))
+        st["tags"] = structured(await client.call_tool("tags", {"kind": "decision"}))
         fb = structured(await client.call_tool("feedback", {"path": got["hits"][0]["file"], "useful": True}))
         gone = structured(await client.call_tool("forget", {"path": got["hits"][0]["file"]}))
         after = structured(await client.call_tool("recall", {"query": "platypus review", "k": 3}))
@@ -73,6 +74,7 @@ def test_mcp_remember_then_recall_through_a_real_daemon(daemon):
     old = [h for h in hist["hits"] if h["file"].endswith("memory/old.md")]
     assert old and old[0]["current"] is False and old[0]["superseded_by"] == saved["path"]
     assert st["daemon"] is True and st["notes"] == 2
+    assert st["tags"] == {"tags": [{"tag": "ops", "notes": 1}], "notes": 1}  # the daemon's answer, bounded
     assert fb["feedback"] > 0.5
     assert gone == {"retired": [f"v:{saved['path']}"], "count": 1}
     assert all(h["file"] != top["file"] for h in after["hits"])
@@ -86,24 +88,33 @@ def test_mcp_without_a_daemon_answers_in_process_and_says_so(tmp_path):
     (vault / "memory/a.md").write_text(note("capybara", "the capybara note\n", tags="x"))
     for i in range(25):
         (vault / f"memory/bulk{i}.md").write_text(note("bulk", f"bulk note {i}\n"))
+    for i in range(60):
+        (vault / f"memory/more{i}.md").write_text(note(f"more {i}", f"more note {i}\n", tags=f"[y, m{i:02d}]"))
     assert run_cli("index", "--vault", f"v={vault}", "--state-dir", str(tmp_path / "st")).returncode == 0
 
     async def steps(client):
         tools = {t.name: t for t in (await client.list_tools()).tools}
         hit = structured(await client.call_tool("recall", {"query": "capybara"}))
+        every = structured(await client.call_tool("tags", {}))
+        with_m = structured(await client.call_tool("tags", {"tags": ["m07"]}))
         err = await client.call_tool("forget", {"path": "memory/nope.md"})
         bulk = structured(await client.call_tool("forget", {"topic": "bulk"}))
-        return tools, hit, err, bulk
+        return tools, hit, err, bulk, every, with_m
 
-    tools, hit, err, bulk = mcp_session(["--state-dir", str(tmp_path / "st")],
-                                 {"VAULTMEM_SOCKET": str(tmp_path / "none.sock")}, steps)
+    tools, hit, err, bulk, every, with_m = mcp_session(["--state-dir", str(tmp_path / "st")],
+                                                       {"VAULTMEM_SOCKET": str(tmp_path / "none.sock")}, steps)
+    # the tags in use, most used first, bounded; with a tag, the ones that go with it
+    assert every["tags"][0] == {"tag": "y", "notes": 60} and every["notes"] == 62  # a bulk note is current
+    assert len(every["tags"]) == 50 and every["note"] == "12 less used tags not listed"
+    assert with_m == {"tags": [{"tag": "m07", "notes": 1}, {"tag": "y", "notes": 1}], "notes": 1,
+                      "answered_by": with_m["answered_by"]}
     assert hit["hits"][0]["file"] == str(vault / "memory/a.md")
     assert "no vaultmem daemon" in hit["answered_by"]
     assert err.is_error and "no such note" in err.content[0].text
     assert bulk["count"] == 25 and len(bulk["retired"]) == 20 and "5 more" in bulk["note"], "answers stay bounded"
     # what a client needs to decide what to ask the user first, and descriptions without indentation
     hints = {name: t.annotations for name, t in tools.items()}
-    assert {n for n, a in hints.items() if a.read_only_hint} == {"recall", "inventory", "status"}
+    assert {n for n, a in hints.items() if a.read_only_hint} == {"recall", "tags", "inventory", "status"}
     assert {n for n, a in hints.items() if a.destructive_hint} == {"forget"}
     assert all(a.open_world_hint is False and t.title for a, t in zip(hints.values(), tools.values()))
     for t in tools.values():

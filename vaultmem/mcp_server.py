@@ -4,7 +4,7 @@ this process, says so in the answer, and closes the index again (so it never hol
 lock a daemon starting later would need). Every answer is bounded (agent.py). When stdin ends,
 every request read before is answered before the server exits (answers_before_eof).
 
-Tools: recall, remember, forget (retires; agents never delete files), feedback, inventory,
+Tools: recall, tags, remember, forget (retires; agents never delete files), feedback, inventory,
 status. Their descriptions are written for the model that reads them.
 """
 
@@ -37,6 +37,7 @@ correction from the user, a gotcha. Only current versions of facts are returned 
 DRAIN_SECONDS = 60.0  # at the end of input, how long requests already read may take to answer
 INVENTORY_ITEMS = 5  # findings shown per section
 LIST_ITEMS = 20  # notes listed in one answer
+TAG_ITEMS = 50  # tags listed in one answer, most used first
 
 
 def build(settings: Settings, socket: str | None = None, explicit_state_dir: bool = False) -> MCPServer:
@@ -81,6 +82,25 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
         clipped). The answer stays within a token budget; `note` says if hits were left out.
         """
         return call(lambda b: agent.recall(b, settings, query, k, tags, kind, history))
+
+    @tool("List the tags in use", read_only=True)
+    def tags(tags: list[str] | None = None, kind: str | None = None) -> dict[str, Any]:
+        """The tags of the user's current notes, each with how many notes it finds, most used first.
+
+        Use it to learn the user's tag names before filtering `recall` by tags. `tags`: only
+        notes with all these tags (the answer then shows the tags that go with them). `kind`:
+        only notes of this kind.
+
+        Returns {"tags": [{"tag", "notes"}], "notes": how many notes were counted}; at most 50
+        tags (`note` says how many more there are).
+        """
+        def run(b: Backend) -> dict[str, Any]:
+            out = b.request({"op": "tags", "tags": tags or [], "kinds": [kind] if kind else []})
+            answer = {"tags": out["tags"][:TAG_ITEMS], "notes": out["notes"]}
+            if len(out["tags"]) > TAG_ITEMS:
+                answer["note"] = f"{len(out['tags']) - TAG_ITEMS} less used tags not listed"
+            return answer
+        return call(run)
 
     @tool("Remember a fact")
     def remember(topic: str, text: str, tags: list[str] | None = None, kind: str | None = None,
