@@ -246,6 +246,35 @@ def test_a_big_index_gives_back_the_memory_it_no_longer_needs(daemon):
     assert daemon.log.read_text().count("gave back memory") == 1  # small edits do not repeat it
 
 
+def test_status_says_how_far_a_first_index_has_read(daemon, tmp_path):
+    """While the start-up reconcile reads, status says how many of the files it has to read it
+    has read (a first index of 10,000 notes takes a minute or more); none once it is done."""
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text("[index]\nbatch_files = 10\n")
+    daemon.extra_env = {"VAULTMEM_CONFIG": str(cfg)}
+    for i in range(101):
+        (daemon.vault / f"memory/n{i:03d}.md").write_text(f"note {i} on heron nests, site {i * 7}\n")
+    daemon.start(wait=False)
+    from vaultmem.client import DaemonUnavailable
+    seen = []
+    while True:
+        try:
+            st = daemon.request({"op": "status"})
+        except (DaemonUnavailable, OSError):
+            assert daemon.proc.poll() is None, daemon.log.read_text()
+            time.sleep(0.01)
+            continue
+        if st["ready"]:
+            break
+        if st["progress"]:
+            seen.append(st["progress"])
+        time.sleep(0.01)
+    assert seen, "the reconcile's progress was seen"
+    assert {p["files_to_read"] for p in seen} == {101}
+    read = [p["files_read"] for p in seen]
+    assert read == sorted(read) and read[0] < 101 and all(n % 10 == 0 or n == 101 for n in read)
+    assert st["progress"] is None and st["notes"] == 101
+
 def test_status_reports_generation_and_counts(daemon):
     atomic_save(daemon.vault / "memory/a.md", "one\n")
     daemon.start()

@@ -589,6 +589,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     if "pid" in st:
         print(f"daemon pid {st['pid']} on {st['socket']}, up {st['uptime_s']}s, generation {st['generation']}"
               + ("" if st["ready"] else " (starting: first reconcile running)"))
+        if st.get("progress"):
+            p = st["progress"]
+            print(f"reading notes: {p['files_read']:,} of {p['files_to_read']:,} files, "
+                  f"{p['chunks_embedded']:,} chunks embedded")
         if st.get("last_reconcile"):
             lr = st["last_reconcile"]
             print(f"last reconcile {lr['at']} ({lr['reason']}): {lr['summary']}")

@@ -143,6 +143,7 @@ def _return_free_memory() -> None:
 # pages after every embed call: UseEmbedder._release_pages.)
 RELEASE_AFTER_CHUNKS = 500
 RETRY_MAX_SECONDS = 300.0  # the longest wait before a reconcile after failed write batches
+PROGRESS_SECONDS = 10.0  # how often a long reconcile says how far it is
 
 
 def _rss_mb() -> float:
@@ -452,6 +453,10 @@ class Daemon:
         self.commits_since_optimize = 0
         self.in_flight = 0
         self.embedded_since_release = 0
+        # how far the running reconcile has read (status, the log, systemd's status line): a first
+        # index of 10,000 notes takes a minute or more
+        self.progress: dict[str, int] | None = None
+        self._progress_said = 0.0
         # the last failed write batch while they keep failing (status); its count of failures in a
         # row sets the wait before the retry: 0, 1, 2, 4 ... RETRY_MAX_SECONDS s
         self.write_failure: dict[str, Any] | None = None
@@ -865,6 +870,18 @@ class Daemon:
             if stop:
                 return
 
+    def _progress(self, done: int, total: int, embedded: int) -> None:
+        """The reconcile read `done` of the `total` files it has to read: kept for status, and,
+        once it has run PROGRESS_SECONDS, said in the log and to systemd (`systemctl --user
+        status vaultmem`) every PROGRESS_SECONDS."""
+        self.progress = {"files_read": done, "files_to_read": total, "chunks_embedded": embedded}
+        now = time.monotonic()
+        if done < total and now - self._progress_said >= PROGRESS_SECONDS:
+            self._progress_said = now
+            line = f"reading notes: {done:,} of {total:,} files, {embedded:,} chunks embedded"
+            log.info("%s", line)
+            sd_notify(f"STATUS={line}")
+
     def _retry_after(self, delay: float) -> None:
         """A reconcile after `delay` seconds, unless one is already waiting. Enqueued at once, a
         failure that lasts (a full disk) made the writer retry in a loop: 75,000 failed batches
@@ -881,8 +898,12 @@ class Daemon:
         report = SyncReport()
         reconcile = [w for w in batch if w.kind == "reconcile"]
         if reconcile:
-            with bulk_heap():
-                report = self.writer.sync(list(self.vaults.values()))
+            self._progress_said = time.monotonic()  # a reconcile shorter than PROGRESS_SECONDS says nothing
+            try:
+                with bulk_heap():
+                    report = self.writer.sync(list(self.vaults.values()), progress=self._progress)
+            finally:
+                self.progress = None
             self.last_reconcile = {"at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                                    "reason": reconcile[0].reason, "summary": report.summary()}
             for w in reconcile:
@@ -1040,7 +1061,7 @@ class Daemon:
             vaults = self.reader.vault_status(list(self.vaults.values()))
         ident, dim = embedder_identity(self.settings)
         return {
-            "ok": True, "version": __version__, "pid": os.getpid(), "ready": self.ready,
+            "ok": True, "version": __version__, "pid": os.getpid(), "ready": self.ready, "progress": self.progress,
             "generation": self.generation, **counts,
             "pending": self.queue.qsize() + self.in_flight + pending_marks,
             "vaults": vaults,

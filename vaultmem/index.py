@@ -459,6 +459,8 @@ class VaultIndex:
         added: dict[str, list[str]] = {}  # digest -> keys of new files with those bytes
         starts = range(0, len(todo), batch) or [0]
         wrote = False
+        if progress and todo:
+            progress(0, len(todo), 0)  # how much there is to read, before the first batch's minute
         for i in starts:  # what is gone leaves in the last batch's commit: a move is one commit,
             # so a reader never finds the note under both paths, nor under neither
             last = i == starts[-1]
