@@ -199,11 +199,13 @@ def test_since_a_relative_moment_from_the_cli(env):
 
 
 def test_other_frontmatter_keys_are_shown_and_filter(env):
-    env.write("memory/a.md", note("a", "the lynx plan\n", status="draft", owners="[ana, bo]"))
+    env.write("memory/a.md", note("a", "the lynx plan\n", status="draft", owners="[ana, bo]", reviewed="false"))
     env.write("memory/b.md", note("b", "the lynx plan, final\n", status="Final"))
     env.sync()
     hits = {h.path: h for h in env.query("lynx", mode="text")}
-    assert hits["memory/a.md"].extra == {"status": "draft", "owners": ["ana", "bo"]}
+    assert hits["memory/a.md"].extra == {"status": "draft", "owners": ["ana", "bo"], "reviewed": False}
+    shown = run_cli("query", "lynx plan", "--mode", "text", "--state-dir", str(env.state)).stdout
+    assert "status: draft · owners: ana, bo · reviewed: false" in shown  # as written, not Python's False
     assert "topic" not in hits["memory/b.md"].extra
     where = lambda *w: [h.path for h in env.query("lynx", mode="text", where=w)]  # noqa: E731
     assert where(("status", "final")) == ["memory/b.md"]

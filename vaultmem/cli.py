@@ -577,7 +577,11 @@ def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = (), quiet
 
 
 def _short(value: Any, limit: int = 40) -> str:
-    text = ", ".join(map(str, value)) if isinstance(value, list) else str(value)
+    """A frontmatter value in one short line, as it was written (`alwaysApply: false`, not
+    Python's False)."""
+    def written(v: Any) -> str:
+        return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+    text = ", ".join(map(written, value)) if isinstance(value, list) else written(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
