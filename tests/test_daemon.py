@@ -275,6 +275,40 @@ def test_status_says_how_far_a_first_index_has_read(daemon, tmp_path):
     assert read == sorted(read) and read[0] < 101 and all(n % 10 == 0 or n == 101 for n in read)
     assert st["progress"] is None and st["notes"] == 101
 
+def test_a_long_reconciles_progress_is_told_to_systemd_and_then_what_it_did(tmp_path, monkeypatch):
+    """In process, on a real notify socket: a reconcile that runs past PROGRESS_SECONDS (0
+    here) puts its progress on systemd's status line, and once done, what it did (a reconcile
+    after readiness; at start-up READY=1 says it)."""
+    import vaultmem.daemon as dmod
+    from vaultmem.config import resolve
+    from vaultmem.index import VaultIndex
+    vault = tmp_path / "vault"
+    for i in range(3):
+        atomic_save(vault / f"memory/n{i}.md", f"note {i} on ibis\n")
+    notify = tmp_path / "notify.sock"
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    srv.bind(str(notify))
+    srv.settimeout(60)
+    monkeypatch.setenv("NOTIFY_SOCKET", str(notify))
+    monkeypatch.setattr(dmod, "PROGRESS_SECONDS", 0.0)
+    d = dmod.Daemon(resolve({"state_dir": str(tmp_path / "s"), "vaults": [f"v={vault}"]}, env={}),
+                    str(tmp_path / "s.sock"))
+    d.vaults = {v.name: v for v in d.settings.vaults}
+    d.writer = VaultIndex(d.settings, writable=True)
+    d.reader = VaultIndex(d.settings, writable=False, share_vectors_of=d.writer)
+    d.ready = True
+    try:
+        d._apply([dmod.Work("reconcile", reason="test")])
+    finally:
+        d.reader.close()
+        d.writer.close()
+    told = [srv.recv(4096).decode() for _ in range(2)]
+    srv.close()
+    assert told == ["STATUS=reading notes: 0 of 3 files, 0 chunks embedded",
+                    "STATUS=watching 1 vault(s), 3 files: 3 added, 0 updated, 0 removed, 0 unchanged, 0 skipped; "
+                    + told[1].split("; ", 1)[1]]
+    assert told[1].split("; ", 1)[1].startswith("3 chunks embedded") and d.progress is None
+
 def test_status_reports_generation_and_counts(daemon):
     atomic_save(daemon.vault / "memory/a.md", "one\n")
     daemon.start()

@@ -457,6 +457,7 @@ class Daemon:
         # index of 10,000 notes takes a minute or more
         self.progress: dict[str, int] | None = None
         self._progress_said = 0.0
+        self._progress_told = False  # systemd's status line says a reconcile's progress
         # the last failed write batch while they keep failing (status); its count of failures in a
         # row sets the wait before the retry: 0, 1, 2, 4 ... RETRY_MAX_SECONDS s
         self.write_failure: dict[str, Any] | None = None
@@ -880,7 +881,7 @@ class Daemon:
             self._progress_said = now
             line = f"reading notes: {done:,} of {total:,} files, {embedded:,} chunks embedded"
             log.info("%s", line)
-            sd_notify(f"STATUS={line}")
+            self._progress_told = sd_notify(f"STATUS={line}") or self._progress_told
 
     def _retry_after(self, delay: float) -> None:
         """A reconcile after `delay` seconds, unless one is already waiting. Enqueued at once, a
@@ -904,6 +905,8 @@ class Daemon:
                     report = self.writer.sync(list(self.vaults.values()), progress=self._progress)
             finally:
                 self.progress = None
+            if self._progress_told and self.ready:  # at start-up, READY=1 says what is done
+                self._progress_told = not sd_notify(f"STATUS=watching {len(self.vaults)} vault(s), {report.summary()}")
             self.last_reconcile = {"at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                                    "reason": reconcile[0].reason, "summary": report.summary()}
             for w in reconcile:

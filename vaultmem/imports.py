@@ -6,10 +6,10 @@ say.
 Pure path work over what the catalog keeps of each note (`Note.imports`, the paths as written,
 found by notes.find_imports): nothing here reads a note or touches the index. As in Claude Code
 a relative path is taken from the importing file's directory, `~/` from the home directory, and
-imports are followed from CLAUDE.md, CLAUDE.local.md, AGENTS.md, GEMINI.md and rule files through
-at most MAX_DEPTH hops. An imported file is a note of the vault that holds it (the innermost), which
-need not be the importer's: a project's `@~/.claude/my-project.md` is one of the ~/.claude
-vault's. A file in no vault, or under an excluded path, is no note.
+imports are followed from CLAUDE.md, CLAUDE.local.md, AGENTS.md, GEMINI.md and rule files
+through at most MAX_DEPTH hops. An imported file is a note of the vault that holds it (the
+innermost), which need not be the importer's: a project's `@~/.claude/my-project.md` is one of
+the ~/.claude vault's. A file in no vault, or under an excluded path, is no note.
 """
 
 from __future__ import annotations
