@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
 import logging
 import os
@@ -74,7 +75,10 @@ def sd_notify(message: str) -> bool:
 # ------------------------------------------------------------------ memory
 
 
+@functools.lru_cache(maxsize=1)
 def _libc():
+    """The C library, looked up once: find_library runs `ldconfig -p` (2 ms), and bulk_heap asks
+    for it twice in every write batch."""
     import ctypes
     import ctypes.util
 
