@@ -37,8 +37,9 @@ def is_other_agents_rules(path: str) -> bool:
     project rules (`.cursor/rules/`) and GitHub Copilot's instructions
     (`.github/copilot-instructions.md`, `.github/instructions/`). Claude Code and Codex load
     none of them: to their sessions they are notes like any other."""
-    return any(path.startswith(d) or f"/{d}" in path for d in (".cursor/rules/", ".github/instructions/")) \
-        or path == ".github/copilot-instructions.md" or path.endswith("/.github/copilot-instructions.md")
+    rooted = f"/{path}"
+    return "/.cursor/rules/" in rooted or "/.github/instructions/" in rooted \
+        or rooted.endswith("/.github/copilot-instructions.md")
 
 
 def reads_imports(path: str) -> bool:
