@@ -48,7 +48,9 @@ def test_a_link_changed_or_removed_is_forgotten_and_reset_starts_afresh(tmp_path
     os.unlink(v.root / "CLAUDE.md")
     (v.root / "CLAUDE.md").symlink_to(out / "elsewhere.md")
     os.unlink(v.root / "proj/memory")
-    links.update(v, ["CLAUDE.md", "proj/memory"])
+    # the link pointed elsewhere is told back (its note is read again); the one gone is not
+    assert links.update(v, ["CLAUDE.md", "proj/memory"]) == [("v", "CLAUDE.md")]
+    assert links.update(v, ["CLAUDE.md"]) == []  # no change since
     assert links.notes_at(str(out / "dotfiles/CLAUDE.md")) == []
     assert links.notes_at(str(out / "elsewhere.md")) == [("v", "CLAUDE.md")]
     assert links.notes_at(str(out / "sync/memory/sub/a.md")) == []
@@ -62,7 +64,7 @@ def test_a_link_changed_or_removed_is_forgotten_and_reset_starts_afresh(tmp_path
     # a directory moved away takes the links under it along
     (v.root / "team").mkdir()
     (v.root / "team/CLAUDE.md").symlink_to(out / "dotfiles/CLAUDE.md")
-    links.update(v, ["team/CLAUDE.md"])
+    assert links.update(v, ["team/CLAUDE.md"]) == [("v", "team/CLAUDE.md")]  # a new link
     assert links.notes_at(str(out / "dotfiles/CLAUDE.md")) == [("v", "team/CLAUDE.md")]
     os.rename(v.root / "team", v.root / "team2")
     links.update(v, ["team", "team2", "team2/CLAUDE.md"])

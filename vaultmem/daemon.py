@@ -928,8 +928,10 @@ class Daemon:
                 v = self.vaults[name]
                 with bulk_heap():
                     r = self.writer.update(v, rels)
-                self.links.update(v, rels | {key.split(":", 1)[1] for rel in rels if os.path.isdir(v.root / rel)
-                                             for key in self.writer.catalog.files(name, under=rel)})
+                moved = self.links.update(v, rels | {key.split(":", 1)[1] for rel in rels if os.path.isdir(v.root / rel)
+                                                     for key in self.writer.catalog.files(name, under=rel)})
+                for _, rel in moved:  # read before the map knew them: an edit since found no note
+                    self.enqueue(Work("path", vault=name, rel=rel))
                 for k in ("added", "updated", "removed", "skipped", "chunks_embedded", "chunks_reused", "marked"):
                     setattr(report, k, getattr(report, k) + getattr(r, k))
                 report.problems.update(r.problems)

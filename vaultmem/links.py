@@ -43,12 +43,17 @@ class LinkMap:
                     _drop(table, index, key)
             self._add(vault.name, found)
 
-    def update(self, vault: Vault, rels: Iterable[str]) -> None:
+    def update(self, vault: Vault, rels: Iterable[str]) -> list[Key]:
         """Look again at these paths of `vault` (notes, or directories as a whole), changed or
-        gone."""
+        gone. Returns the paths that are links to a new place (made, or pointed elsewhere): the
+        caller reads them once more. Their target may have changed between the caller's read
+        and this update, when no event of it could name them yet (`ln -sfn` to a file, then an
+        edit of that file: the edit's event found no note)."""
         rels = list(rels)
         found = _resolve_all(vault, rels)
         with self._lock:
+            moved = sorted((vault.name, rel) for table, items in zip((self._files, self._dirs), found)
+                           for rel, real in items.items() if table.get((vault.name, rel)) != real)
             for rel in rels:  # a directory moved away takes its links with it
                 for key in [k for k in self._files if k[0] == vault.name and is_under(k[1], rel)]:
                     _drop(self._files, self._by_file, key)
@@ -56,6 +61,7 @@ class LinkMap:
                     if self._dirs[key] != _real_dir(vault, key[1]):  # no longer that link
                         _drop(self._dirs, self._by_dir, key)
             self._add(vault.name, found)
+        return moved
 
     def _add(self, vault: str, found: tuple[dict[str, str], dict[str, str]]) -> None:
         files, dirs = found
