@@ -96,6 +96,42 @@ def test_cursor_rules_and_copilot_instructions_are_notes_read_as_those_tools_wri
         missing = [f["note"] for f in take(idx, Usage(s.state_dir), s)["findings"]["missing_topic"]]
     assert missing == ["v:memory/broken.md"]
 
+def test_windsurf_cline_and_legacy_cursor_rules_are_notes_read_as_those_tools_write_them(env):
+    """Windsurf's rules (.windsurf/rules/*.md with `trigger`/`globs` frontmatter, `globs: *.py`
+    unquoted; the legacy .windsurfrules), Cline's (.clinerules as a file in one project and as
+    a folder in another, YAML `paths`) and Cursor's legacy .cursorrules are notes: read without a
+    frontmatter error, their keys kept, no topic asked of them by the inventory, and shown by
+    the Claude Code and Codex hooks (neither agent loads them). A look-alike path is no note."""
+    from vaultmem.agent import passed_over
+    from vaultmem.inventory import take
+    from vaultmem.usage import Usage
+    env.write(".windsurf/rules/python.md", "---\ntrigger: glob\nglobs: *.py\n---\n# Python\n\nThe axolotl typing rule.\n")
+    env.write(".windsurfrules", "Use the okapi logger.\n")
+    env.write(".clinerules", "# Cline\n\nThe dugong test layout.\n")
+    env.write("web/.clinerules/01-style.md", '---\npaths:\n  - "src/**"\n---\nThe numbat naming rule.\n')
+    env.write("web/.cursorrules", "The quokka component style.\n")
+    env.write("docs/windsurf/rules/x.md", "the gharial is no note\n")
+    report = env.sync()
+    assert (report.files, report.added, report.skipped) == (5, 5, 0)
+    with VaultIndex(env.settings()) as idx:
+        errors = {r[0]: r[1] for r in idx.catalog.db.execute("SELECT path, errors FROM notes")}
+    assert errors == dict.fromkeys([".windsurf/rules/python.md", ".windsurfrules", ".clinerules",
+                                    "web/.clinerules/01-style.md", "web/.cursorrules"], "[]")
+    [rule] = env.query("axolotl", mode="text")
+    assert rule.extra == {"trigger": "glob", "globs": "*.py"}
+    assert env.query("numbat", mode="text")[0].extra == {"paths": ["src/**"]}
+    assert sorted(h.path for h in env.query("okapi dugong quokka", mode="text")) == [
+        ".clinerules", ".windsurfrules", "web/.cursorrules"]
+    assert env.query("gharial", mode="text") == []
+    roots = {"v": str(env.vault)}
+    assert not any(passed_over(agent, {"vault": "v", "path": p}, roots) for agent in ("claude", "codex")
+                   for p in errors)
+    s = env.settings()
+    with VaultIndex(s) as idx:
+        findings = take(idx, Usage(s.state_dir), s)["findings"]
+    assert findings["missing_topic"] == [] and findings["missing_tags"] == []
+
+
 def test_second_run_reads_nothing_and_embeds_nothing(env):
     for i in range(5):
         env.write(f"memory/n{i}.md", note(f"t{i}", f"# Note {i}\n\nbody {i}\n"))

@@ -29,7 +29,10 @@ DEFAULTS: dict[str, Any] = {
                     "**/.claude/rules/**/*.md", "**/memory/**/*.md", "**/.claude/agent-memory*/**/*.md",
                     "**/.codex/memories/MEMORY.md", "**/.codex/memories/memory_summary.md",
                     "**/.codex/memories/rollout_summaries/*.md", "**/.cursor/rules/**/*.mdc",
-                    "**/.github/copilot-instructions.md", "**/.github/instructions/**/*.instructions.md"],
+                    "**/.github/copilot-instructions.md", "**/.github/instructions/**/*.instructions.md",
+                    "**/.cursorrules", "**/.windsurf/rules/**/*.md", "**/.devin/rules/**/*.md", "**/.windsurfrules",
+                    "**/.codeium/windsurf/memories/global_rules.md", "**/.clinerules", "**/.clinerules/**/*.md",
+                    "**/.cline/rules/**/*.md"],
         "exclude": [
             "**/.git/**", "**/node_modules/**", "**/.venv/**", "**/venv/**", "**/site-packages/**",
             "**/__pycache__/**", "**/.tox/**", "**/.nox/**", "**/.mypy_cache/**", "**/.pytest_cache/**",

@@ -32,14 +32,23 @@ def is_rule(path: str) -> bool:
     return path.startswith(".claude/rules/") or "/.claude/rules/" in path
 
 
+# Instructions other agents load themselves: Cursor's project rules and its legacy
+# .cursorrules, Copilot's instructions, Windsurf's rules (.windsurf/rules/, .devin/rules/ since
+# its rename to Devin Desktop, the legacy .windsurfrules, the user's global_rules.md) and
+# Cline's (.clinerules, a file or a folder, and .cline/rules/).
+OTHER_AGENTS_RULE_DIRS = ("/.cursor/rules/", "/.github/instructions/", "/.windsurf/rules/", "/.devin/rules/",
+                          "/.clinerules/", "/.cline/rules/")
+OTHER_AGENTS_RULE_FILES = ("/.github/copilot-instructions.md", "/.cursorrules", "/.windsurfrules", "/.clinerules",
+                           "/.codeium/windsurf/memories/global_rules.md")
+
+
 def is_other_agents_rules(path: str) -> bool:
-    """Instructions other agents load themselves, as Claude Code does its rules: Cursor's
-    project rules (`.cursor/rules/`) and GitHub Copilot's instructions
-    (`.github/copilot-instructions.md`, `.github/instructions/`). Claude Code and Codex load
-    none of them: to their sessions they are notes like any other."""
+    """A file of instructions another agent loads itself, as Claude Code does its rules
+    (OTHER_AGENTS_RULE_DIRS, OTHER_AGENTS_RULE_FILES). Claude Code and Codex load none of them:
+    to their sessions they are notes like any other. Their frontmatter, where they have any, is
+    written for that agent's reader, not for YAML (notes.parse_note)."""
     rooted = f"/{path}"
-    return "/.cursor/rules/" in rooted or "/.github/instructions/" in rooted \
-        or rooted.endswith("/.github/copilot-instructions.md")
+    return any(d in rooted for d in OTHER_AGENTS_RULE_DIRS) or rooted.endswith(OTHER_AGENTS_RULE_FILES)
 
 
 def reads_imports(path: str) -> bool:

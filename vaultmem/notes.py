@@ -20,6 +20,7 @@ import frontmatter
 import yaml
 
 from . import redact
+from .imports import is_other_agents_rules
 from .text import STOP_WORDS, normalize
 
 
@@ -67,7 +68,7 @@ def note_key(vault: str, path: str) -> str:
 
 # Bump when parsing, chunking, index_text, embed_text or what the full-text index keeps of them
 # change: every note is then re-read (vectors of unchanged text are still reused by content hash).
-PIPELINE_VERSION = 21
+PIPELINE_VERSION = 22
 
 CLAUDE_KEYS = {"name", "description", "type"}
 # Keys vaultmem interprets; every other frontmatter key is kept and shown as it is (`extra`).
@@ -211,7 +212,7 @@ def _expanded_size(node: yaml.Node, sizes: dict[int, int], open_: set[int]) -> i
 
 # Cursor's rule files hold `key: text` lines that look like YAML and are not: its own docs write
 # `globs: **/*.ts, **/*.tsx`, unquoted (a YAML alias). Read line by line, as Cursor reads them,
-# and not called malformed.
+# and not called malformed; so are the other agents' rule files (imports.is_other_agents_rules).
 NOT_YAML_SUFFIXES = (".mdc",)
 
 
@@ -627,7 +628,8 @@ def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
     text, problem = decode(data)
     found = redact.find(text)
     text = redact.mask(text, found)
-    meta, body, first_line, errors = split_frontmatter(text, yaml_only=not path.endswith(NOT_YAML_SUFFIXES))
+    meta, body, first_line, errors = split_frontmatter(
+        text, yaml_only=not (path.endswith(NOT_YAML_SUFFIXES) or is_other_agents_rules(path)))
     if problem:
         errors.insert(0, problem)
     meta = {str(k): v for k, v in meta.items()}
