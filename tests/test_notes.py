@@ -286,6 +286,11 @@ def test_inline_tags_in_prose_are_tags_after_the_frontmatters():
     n = parse_note("v", "memory/a.md", f"---\ntopic: t\ntags: [ops]\n---\n{body}".encode())
     assert n.tags == ("ops", "deploy", "Infra/K8s", "배포", "デプロイ/手順", "trail")
     assert parse_note("v", "CLAUDE.md", b"no tags # here\n## Not one\n").tags == ()
+    # at most MAX_INLINE_TAGS of the body's own, however often the frontmatter repeats one
+    from vaultmem.notes import MAX_INLINE_TAGS
+    many = " ".join(f"#t{i}" for i in range(MAX_INLINE_TAGS + 10))
+    n = parse_note("v", "memory/b.md", f"---\ntags: [a, A, a, a]\n---\n{many}\n".encode())
+    assert n.tags == ("a", *(f"t{i}" for i in range(MAX_INLINE_TAGS)))
 
 
 FIXTURES = __import__("pathlib").Path(__file__).parent / "fixtures" / "frontmatter"

@@ -311,13 +311,17 @@ def note_tags(declared: tuple[str, ...], body: str) -> tuple[str, ...]:
         if (key := normalize(tag)) not in seen:
             seen.add(key)
             out.append(tag)
+    inline = 0
     for line in _prose_lines(body, "#"):
         for m in INLINE_TAG.finditer(line):
             tag = m.group(1).strip("/")
             key = normalize(tag)
-            if tag and key not in seen and len(out) < len(declared) + MAX_INLINE_TAGS:
+            if tag and key not in seen:
                 seen.add(key)
                 out.append(tag)
+                inline += 1
+                if inline == MAX_INLINE_TAGS:
+                    return tuple(out)
     return tuple(out)
 
 
