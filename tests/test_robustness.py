@@ -403,11 +403,13 @@ def test_50_sigkills_at_random_moments_each_restart_converges(tmp_path):
                                         date=f"2025-{rng.randint(1, 12):02d}-01"))
                 time.sleep(rng.uniform(0, 0.03))
             d.stop(signal.SIGKILL)
-            d = DaemonProc(vault, tmp_path / "state", sock).start()
+            # the reference is built while the daemon restarts: no file changes meanwhile
+            d = DaemonProc(vault, tmp_path / "state", sock).start(wait=False)
             shutil.rmtree(ref, ignore_errors=True)
             s = resolve({"state_dir": str(ref), "vaults": [f"v={vault}"]}, env={})
             with VaultIndex(s, writable=True) as idx:
                 idx.sync(list(s.vaults))
+            d.wait_ready()
             got, want = snapshot(tmp_path / "state"), snapshot(ref)
             assert got[4] == set(), f"trial {trial}: pending marks left"
             assert got[0] == want[0], f"trial {trial}: notes differ"
