@@ -147,6 +147,30 @@ def test_gemini_md_imports_are_followed_and_not_taken_for_what_claude_code_loads
     env.write("GEMINI.md", "# Gemini\n\nno imports now\n")
     assert env.sync().removed == 2 and paths(env, "capybara") == [] and paths(env, "quokka") == ["docs/shared.md"]
 
+def test_a_gemini_md_that_a_claude_md_imports_is_loaded_by_claude_code_with_its_imports(env):
+    """`@GEMINI.md` in a CLAUDE.md (one context file for both agents): Claude Code loads the
+    GEMINI.md and what it imports, so the hooks pass over both, and the GEMINI.md's imports are
+    named by the CLAUDE.md (not by a GEMINI.md, which would say only Gemini CLI loads them);
+    deeper imports keep their own importer. A second GEMINI.md no CLAUDE.md imports stays
+    Gemini CLI's alone."""
+    from vaultmem.agent import passed_over
+    env.write("CLAUDE.md", "# Project\n\n@GEMINI.md\n")
+    env.write("GEMINI.md", "# Shared context\n\nThe axolotl rule. @./docs/style.md\n")
+    env.write("docs/style.md", "# Style\n\nThe capybara rule. @./deeper.md\n")
+    env.write("docs/deeper.md", "# Deeper\n\nThe tapir rule.\n")
+    env.write("web/GEMINI.md", "# Web\n\nThe quokka rule. @./web-style.md\n")
+    env.write("web/web-style.md", "# Web style\n\nThe okapi rule.\n")
+    assert env.sync().added == 6
+    hits = {h.path: h for h in env.query("axolotl capybara tapir quokka okapi", mode="text", k=10)}
+    assert {p: h.imported_by for p, h in hits.items()} == {
+        "GEMINI.md": "CLAUDE.md", "docs/style.md": "CLAUDE.md", "docs/deeper.md": "docs/style.md",
+        "web/GEMINI.md": None, "web/web-style.md": "web/GEMINI.md"}
+    roots = {"v": str(env.vault)}
+    shown = {p for p, h in hits.items() if not passed_over("claude", {"vault": "v", "path": p,
+                                                                      "imported_by": h.imported_by}, roots)}
+    assert shown == {"web/GEMINI.md", "web/web-style.md"}
+
+
 def test_update_follows_an_edited_claude_md_at_once(env):
     env.write("CLAUDE.md", "# Project\n\nnothing imported yet\n")
     env.write("CONTRIBUTING.md", "# Agents\n\nThe okapi rule.\n")

@@ -112,19 +112,24 @@ def imported(vaults: list[Vault], imports: dict[str, dict[str, tuple[str, ...]]]
     vault that holds it, whichever vault the note importing it is in. `imports` is every note's
     imports as written, by vault and path.
 
-    Claude Code's chains are followed first; a file only a GEMINI.md's chain reaches is given
-    that GEMINI.md as its importer, however many hops away: Claude Code does not load it, and
-    the hooks tell by the importer's name (loaded_with_claude_md)."""
+    Claude Code's chains are followed first, a GEMINI.md one of them imports included (Claude
+    Code loads it, and what it imports, which is shown as imported by the file that imported the
+    GEMINI.md). A file only a GEMINI.md's chain reaches is given that GEMINI.md as its importer,
+    however many hops away: Claude Code does not load it, and the hooks tell by the importer's
+    name (loaded_with_claude_md)."""
     by_name = {v.name: v for v in vaults}
     readers = sorted((v.name, p) for v in vaults for p in imports.get(v.name, {}) if reads_imports(v.globbed(p)))
-    seen = set(readers)
-    out: dict[str, dict[str, str]] = {}
     geminis = [r for r in readers if posixpath.basename(r[1]) == GEMINI_MD]
-    for frontier in ([(r, None) for r in readers if r not in geminis], [(r, r) for r in geminis]):
-        # (importer, the GEMINI.md it is reached from, or None to name each file's own importer)
+    seen = set(readers) - set(geminis)
+    out: dict[str, dict[str, str]] = {}
+    for frontier, gemini_chains in (([(r, None) for r in readers if r not in geminis], False),
+                                    ([(r, r) for r in geminis], True)):
+        # (importer, the note to name as its imports' importer, or None to name the importer)
+        if gemini_chains:
+            seen.update(geminis)
         for _ in range(MAX_DEPTH):
             following: list[tuple[tuple[str, str], tuple[str, str] | None]] = []
-            for (name, importer), gemini in frontier:
+            for (name, importer), label in frontier:
                 for raw in imports.get(name, {}).get(importer, ()):
                     found = locate(vaults, by_name[name], importer, raw)
                     if found is None or (found[0].name, found[1]) in seen or matches(found[0].globbed(found[1]),
@@ -132,9 +137,13 @@ def imported(vaults: list[Vault], imports: dict[str, dict[str, tuple[str, ...]]]
                         continue
                     owner, rel = found
                     seen.add((owner.name, rel))
-                    by, by_path = gemini or (name, importer)
+                    by, by_path = label or (name, importer)
                     out.setdefault(owner.name, {})[rel] = by_path if owner.name == by else f"{by}:{by_path}"
-                    following.append(((owner.name, rel), gemini))
+                    if gemini_chains:
+                        following.append(((owner.name, rel), label))
+                    else:  # a GEMINI.md in Claude Code's chain: its imports named by its own importer
+                        following.append(((owner.name, rel), (by, by_path) if posixpath.basename(rel) == GEMINI_MD
+                                          else None))
             if not following:
                 break
             frontier = following
