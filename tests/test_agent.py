@@ -679,6 +679,37 @@ def test_codexs_memory_is_shown_to_each_agent_but_what_it_loads_itself(tmp_path)
     assert (counts["missing_topic"], counts["missing_tags"]) == (0, 0), r.stdout
 
 
+def test_codex_is_not_shown_the_one_instruction_file_a_directory_it_reads_itself(tmp_path, monkeypatch):
+    """Codex reads, in each directory, the first non-empty one of AGENTS.override.md, AGENTS.md
+    and the names of `project_doc_fallback_filenames` in its config.toml (CLAUDE.md, to share a
+    project's instructions with Claude Code): that file is passed over for Codex, the others in
+    that directory are shown. In its own home only the first two count."""
+    from vaultmem.agent import passed_over
+    home, vault = tmp_path / "codex", tmp_path / "vault"
+    write(home, "config.toml", 'model = "x"\nproject_doc_fallback_filenames = ["TEAM.md", "CLAUDE.md"]\n')
+    monkeypatch.setenv("CODEX_HOME", str(home))
+    write(vault, "solo/CLAUDE.md", "# Solo\n")  # no AGENTS.md: read in its place
+    write(vault, "both/CLAUDE.md", "# Both\n")
+    write(vault, "both/AGENTS.md", "# Both\n")
+    write(vault, "team/TEAM.md", "# Team\n")  # the first fallback name wins over the second
+    write(vault, "team/CLAUDE.md", "# Team\n")
+    write(vault, "over/AGENTS.override.md", "# This week\n")
+    write(vault, "over/AGENTS.md", "# Usual\n")
+    write(vault, "blank/AGENTS.override.md", "")  # empty: skipped
+    write(vault, "blank/AGENTS.md", "# Usual\n")
+    write(vault, "notes/memory/a.md", "# A note\n")
+    write(home, "CLAUDE.md", "# Not read in Codex's home\n")
+    roots = {"v": str(vault), "c": str(home)}
+    shown = {p for p in ("solo/CLAUDE.md", "both/CLAUDE.md", "both/AGENTS.md", "team/TEAM.md", "team/CLAUDE.md",
+                         "over/AGENTS.override.md", "over/AGENTS.md", "blank/AGENTS.md", "notes/memory/a.md")
+             if not passed_over("codex", {"vault": "v", "path": p}, roots)}
+    assert shown == {"both/CLAUDE.md", "team/CLAUDE.md", "over/AGENTS.md", "notes/memory/a.md"}
+    assert not passed_over("codex", {"vault": "c", "path": "CLAUDE.md"}, roots)
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "no-config"))  # no fallback names
+    assert not passed_over("codex", {"vault": "v", "path": "solo/CLAUDE.md"}, roots)
+    assert passed_over("claude", {"vault": "v", "path": "solo/CLAUDE.md"}, roots)
+
+
 def test_prompt_hook_finds_the_question_around_a_pasted_log(example_state):
     """A prompt of 75,000 characters: a question before or after a pasted log. The question is
     searched on its own line, not only drowned in the log."""

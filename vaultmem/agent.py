@@ -14,6 +14,7 @@ opens an engine itself or writes a note.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -21,6 +22,7 @@ import os
 import posixpath
 import re
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -360,18 +362,54 @@ def passed_over(agent: str, hit: dict, roots: dict[str, str]) -> bool:
     """Whether the hooks leave the hit's file out for the `agent`: a file the agent puts into
     its context itself, or a MEMORY.md (an index of notes that are shown on their own). Claude
     Code loads CLAUDE.md, CLAUDE.local.md, AGENTS.md, MEMORY.md, rules and the files they
-    import; Codex loads AGENTS.md (or the AGENTS.override.md beside it) and its
-    memory_summary.md alone (it reads no CLAUDE.md and follows no imports, so to a Codex
-    session those are notes like any other, and its own MEMORY.md is a handbook it searches,
-    not an index)."""
+    import; Codex loads one file a directory (codex_reads: AGENTS.override.md, AGENTS.md, or a
+    name of its `project_doc_fallback_filenames`, such as CLAUDE.md) and its memory_summary.md
+    (it follows no imports, so to a Codex session those are notes like any other, and its own
+    MEMORY.md is a handbook it searches, not an index)."""
     root = roots.get(hit["vault"])
     seen_as = Vault(hit["vault"], Path(root)).globbed(hit["path"]) if root else hit["path"]
     if agent == "codex":
         name = posixpath.basename(seen_as)
         if is_codex_memory(seen_as):
             return name == "memory_summary.md"
-        return name in ("AGENTS.md", CODEX_OVERRIDE) or name.lower() == "memory.md"
+        if name.lower() == "memory.md":
+            return True
+        if root is None:
+            return name in (CODEX_OVERRIDE, "AGENTS.md")
+        return codex_reads(Path(root) / hit["path"])
     return loaded_with_claude_md(seen_as, hit.get("imported_by"))
+
+
+def codex_reads(path: Path) -> bool:
+    """Whether Codex puts the file at `path` into its threads as instructions: in each directory
+    it reads the first non-empty one of AGENTS.override.md, AGENTS.md and the names its config's
+    `project_doc_fallback_filenames` lists (not in its own home, where only the first two count)."""
+    home = os.path.realpath(codex_home())
+    names = (CODEX_OVERRIDE, "AGENTS.md") if os.path.realpath(path.parent) == home else \
+        (CODEX_OVERRIDE, "AGENTS.md", *_codex_fallbacks(os.path.join(home, "config.toml")))
+    if path.name not in names:
+        return False
+    for name in names:
+        try:
+            if (path.parent / name).stat().st_size > 0:
+                return name == path.name
+        except OSError:  # not there
+            continue
+    return False
+
+
+@functools.lru_cache(maxsize=4)
+def _codex_fallbacks(config: str) -> tuple[str, ...]:
+    """`project_doc_fallback_filenames` of Codex's config.toml (file names only), read once."""
+    try:
+        with open(config, "rb") as f:
+            names = tomllib.load(f).get("project_doc_fallback_filenames", [])
+    except FileNotFoundError:
+        return ()
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        log.debug("Codex's %s not read: %s", config, err)
+        return ()
+    return tuple(n for n in names if isinstance(n, str) and n and "/" not in n) if isinstance(names, list) else ()
 
 
 def _entries(hits: list[dict], roots: dict[str, str], budget: int, body_chars: int = 400) -> tuple[list[str], list[str]]:
