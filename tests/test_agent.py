@@ -511,6 +511,70 @@ def test_codex_runs_the_installed_hooks_and_is_shown_what_it_does_not_load_itsel
     assert r.stdout.count("removed") == 2 and json.loads(hooks_json.read_text()) == {}, r.stdout + r.stderr
 
 
+def test_gemini_cli_runs_the_installed_hooks_and_reads_what_they_add_as_json(example_state, tmp_path):
+    """Gemini CLI reads hooks from ~/.gemini/settings.json (SessionStart, and BeforeAgent for
+    each prompt), each with a name and a timeout in milliseconds, and reads a hook's stdout as
+    JSON: what vaultmem adds is hookSpecificOutput.additionalContext, and nothing is `{}` (an
+    empty stdout would make it read stderr instead). It loads its context files itself
+    (`context.fileName`: AGENTS.md and GEMINI.md here) but no CLAUDE.md or its imports. The
+    settings file's other keys stay (installed: every byte of them), and uninstall takes out only
+    what install added."""
+    home = tmp_path / "home"
+    before = '{\n  "theme": "Default",\n  "context": {"fileName": ["AGENTS.md", "GEMINI.md"]}\n}\n'
+    write(home, ".gemini/settings.json", before)
+    env = {"HOME": str(home), "VAULTMEM_STATE_DIR": str(example_state)}
+    r = run_cli("hook", "install", "--agent", "gemini", env=env)
+    settings = home / ".gemini/settings.json"
+    assert r.returncode == 0 and r.stdout.splitlines() == [
+        f"added the {a} hook to {settings}" for a in ("session-start", "user-prompt-submit")], r.stdout + r.stderr
+    assert settings.read_text().startswith(before.rstrip()[:-1].rstrip())
+    data = json.loads(settings.read_text())
+    assert data["theme"] == "Default" and set(data["hooks"]) == {"SessionStart", "BeforeAgent"}
+    assert data["hooks"]["BeforeAgent"][0]["hooks"][0]["timeout"] == 10000
+    assert run_cli("hook", "install", "--agent", "gemini", env=env).stdout.count("already") == 2
+
+    shell_env = {**os.environ, **env, "XDG_CONFIG_HOME": "/nonexistent-vaultmem-test",
+                 "VAULTMEM_SOCKET": "/nonexistent-vaultmem-test/vaultmem.sock"}
+    base = {"session_id": "g-1", "cwd": str(EXAMPLE), "transcript_path": "/tmp/t.json", "timestamp": "2026-12-06T06:00:00Z"}
+
+    def run(event: str, state_env: dict | None = None, **payload) -> dict:
+        [entry] = data["hooks"][event]
+        command = entry["hooks"][0]["command"]
+        assert command.endswith("--agent gemini") and entry["hooks"][0]["name"].startswith("vaultmem-"), entry
+        got = subprocess.run(["/bin/sh", "-c", command], input=json.dumps({"hook_event_name": event, **base, **payload}),
+                             capture_output=True, text=True, env={**shell_env, **(state_env or {})}, cwd=EXAMPLE,
+                             timeout=120)
+        assert got.returncode == 0, got.stderr
+        return json.loads(got.stdout)
+    start = run("SessionStart", source="startup")
+    assert start["hookSpecificOutput"]["hookEventName"] == "SessionStart"
+    digest = start["hookSpecificOutput"]["additionalContext"]
+    assert "deploy-2026-05.md" in digest and "CLAUDE.md:" in digest, "Gemini CLI loads no CLAUDE.md: shown"
+    assert "AGENTS.md" not in digest and "MEMORY.md" not in digest, digest
+    ask = run("BeforeAgent", session_id="g-2", prompt="How many approving reviews does a change of 300 lines need?")
+    assert ask["hookSpecificOutput"]["hookEventName"] == "BeforeAgent"
+    assert "docs/code-review.md:" in ask["hookSpecificOutput"]["additionalContext"], "a CLAUDE.md's import: shown"
+    assert run("BeforeAgent", prompt="?!") == {}
+    assert run("BeforeAgent", {"VAULTMEM_STATE_DIR": str(tmp_path / "no-index")},
+               prompt="What must I check before I deploy to production?") == {}
+
+    r = run_cli("hook", "uninstall", "--agent", "gemini", env=env)
+    assert r.stdout.count("removed") == 2 and json.loads(settings.read_text()) == json.loads(before), r.stdout + r.stderr
+
+
+def test_gemini_cli_is_not_shown_its_context_files_or_what_they_import(tmp_path, monkeypatch):
+    from vaultmem.agent import passed_over
+    vault = tmp_path / "vault"
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no settings: GEMINI.md alone
+    roots = {"v": str(vault)}
+    assert passed_over("gemini", {"vault": "v", "path": "web/GEMINI.md"}, roots)
+    assert passed_over("gemini", {"vault": "v", "path": "docs/style.md", "imported_by": "web/GEMINI.md"}, roots)
+    assert not passed_over("gemini", {"vault": "v", "path": "docs/review.md", "imported_by": "CLAUDE.md"}, roots)
+    assert not passed_over("gemini", {"vault": "v", "path": "CLAUDE.md"}, roots)
+    assert not passed_over("gemini", {"vault": "v", "path": "AGENTS.md"}, roots)
+    assert not passed_over("claude", {"vault": "v", "path": "web/GEMINI.md"}, roots)
+
+
 def test_status_says_when_codex_runs_only_some_of_the_hooks(example_state, tmp_path):
     env = {"HOME": str(tmp_path)}
     assert run_cli("hook", "install", "--agent", "codex", "--only", "user-prompt-submit", env=env).returncode == 0

@@ -27,14 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from .backend import Backend
-from .config import Settings, Vault, claude_home, codex_home
+from .config import Settings, Vault, claude_home, codex_home, gemini_home
 from .client import STILL_INDEXING, DaemonUnavailable
 from .errors import VaultmemError
-from .imports import CODEX_OVERRIDE, is_codex_memory, loaded_with_claude_md
+from .imports import CODEX_OVERRIDE, GEMINI_MD, is_codex_memory, loaded_with_claude_md
 
 log = logging.getLogger(__name__)
 
-AGENTS = {"claude": "Claude Code", "codex": "Codex"}  # the agents whose hooks vaultmem installs and serves
+AGENTS = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}  # the agents whose hooks vaultmem serves
 
 
 def estimate_tokens(text: str) -> int:
@@ -362,12 +362,18 @@ def passed_over(agent: str, hit: dict, roots: dict[str, str]) -> bool:
     """Whether the hooks leave the hit's file out for the `agent`: a file the agent puts into
     its context itself, or a MEMORY.md (an index of notes that are shown on their own). Claude
     Code loads CLAUDE.md, CLAUDE.local.md, AGENTS.md, MEMORY.md, rules and the files they
-    import; Codex loads one file a directory (codex_reads: AGENTS.override.md, AGENTS.md, or a
+    import; Gemini CLI its context files (GEMINI.md, or `context.fileName` of its settings) and
+    what they import; Codex loads one file a directory (codex_reads: AGENTS.override.md, AGENTS.md, or a
     name of its `project_doc_fallback_filenames`, such as CLAUDE.md) and its memory_summary.md
     (it follows no imports, so to a Codex session those are notes like any other, and its own
     MEMORY.md is a handbook it searches, not an index)."""
     root = roots.get(hit["vault"])
     seen_as = Vault(hit["vault"], Path(root)).globbed(hit["path"]) if root else hit["path"]
+    if agent == "gemini":  # its context files (GEMINI.md, or the names its settings give) and their imports
+        names = _gemini_context_names(str(gemini_home() / "settings.json"))
+        importer = hit.get("imported_by")
+        return posixpath.basename(seen_as) in names or posixpath.basename(seen_as).lower() == "memory.md" or (
+            importer is not None and posixpath.basename(importer) in names)
     if agent == "codex":
         name = posixpath.basename(seen_as)
         if is_codex_memory(seen_as):
@@ -396,6 +402,23 @@ def codex_reads(path: Path) -> bool:
         except OSError:  # not there
             continue
     return False
+
+
+@functools.lru_cache(maxsize=4)
+def _gemini_context_names(settings: str) -> tuple[str, ...]:
+    """The names of Gemini CLI's context files: `context.fileName` of its settings.json (a name
+    or a list), else GEMINI.md. Read once."""
+    try:
+        with open(settings, encoding="utf-8") as f:
+            context = json.load(f).get("context") or {}
+        names = context.get("fileName") if isinstance(context, dict) else None
+    except FileNotFoundError:
+        names = None
+    except (OSError, ValueError, AttributeError) as err:
+        log.debug("Gemini CLI's %s not read: %s", settings, err)
+        names = None
+    names = [names] if isinstance(names, str) else names if isinstance(names, list) else []
+    return tuple(n for n in names if isinstance(n, str) and n and "/" not in n) or (GEMINI_MD,)
 
 
 @functools.lru_cache(maxsize=4)
@@ -464,13 +487,32 @@ def _entry(hit: dict, roots: dict[str, str], body_chars: int = 400) -> str:
 
 
 HOOKS = {"session-start": "SessionStart", "user-prompt-submit": "UserPromptSubmit"}  # vaultmem's name: the event's
+GEMINI_EVENTS = {"session-start": "SessionStart", "user-prompt-submit": "BeforeAgent"}  # Gemini CLI's names
+
+
+def event(action: str, agent: str) -> str:
+    """The name of the event the `agent` runs vaultmem's `action` on."""
+    return (GEMINI_EVENTS if agent == "gemini" else HOOKS)[action]
 
 
 def hooks_file(agent: str) -> Path:
     """Where the `agent` reads the user's own hooks: Claude Code in settings.json under
-    $CLAUDE_CONFIG_DIR or ~/.claude, Codex in hooks.json under $CODEX_HOME or ~/.codex. Both
-    hold {"hooks": {EVENT: [{"matcher": ..., "hooks": [{"type": "command", ...}]}]}}."""
+    $CLAUDE_CONFIG_DIR or ~/.claude, Codex in hooks.json under $CODEX_HOME or ~/.codex, Gemini
+    CLI in ~/.gemini/settings.json. All hold {"hooks": {EVENT: [{"matcher": ..., "hooks":
+    [{"type": "command", ...}]}]}}."""
+    if agent == "gemini":
+        return gemini_home() / "settings.json"
     return codex_home() / "hooks.json" if agent == "codex" else claude_home() / "settings.json"
+
+
+def hook_output(action: str, agent: str, text: str) -> str:
+    """What a hook prints: the text itself for Claude Code and Codex; for Gemini CLI, which
+    reads its hooks' stdout as JSON (and their stderr in its place when stdout is empty), the
+    text as the event's additionalContext, or `{}`."""
+    if agent != "gemini":
+        return text
+    out = {"hookSpecificOutput": {"hookEventName": event(action, agent), "additionalContext": text}} if text else {}
+    return json.dumps(out, ensure_ascii=False)
 
 
 def hook_command(exe: str, action: str, agent: str) -> str:
@@ -483,8 +525,12 @@ def _flag(agent: str) -> str:
     return f" --agent {agent}" if agent != "claude" else ""
 
 
-def hook_entry(action: str, command: str) -> dict:
-    """The entry that runs `command` on the action's event (the same for both agents)."""
+def hook_entry(action: str, command: str, agent: str = "claude") -> dict:
+    """The entry that runs `command` on the action's event: the same for Claude Code and Codex
+    (timeout in seconds); Gemini CLI's hooks carry a name and a timeout in milliseconds, and
+    its session start takes no matcher (its lifecycle matchers are exact strings)."""
+    if agent == "gemini":
+        return {"hooks": [{"type": "command", "command": command, "name": f"vaultmem-{action}", "timeout": 10000}]}
     hook = {"type": "command", "command": command, "timeout": 10}
     if action == "session-start":
         return {"matcher": "startup|resume|clear|compact", "hooks": [hook]}
@@ -502,10 +548,10 @@ def install_hook(settings_file: Path, commands: dict[str, str], agent: str = "cl
     hooks = data.setdefault("hooks", {})
     added: dict[str, bool] = {}
     for action, command in commands.items():
-        entries = hooks.setdefault(HOOKS[action], lists[action])
+        entries = hooks.setdefault(event(action, agent), lists[action])
         added[action] = not _has_ours(entries, action)
         if added[action]:
-            entries.append(hook_entry(action, command))
+            entries.append(hook_entry(action, command, agent))
     if any(added.values()):
         _write_settings(settings_file, text, data, append_hooks=not had_hooks)
     return added
@@ -530,7 +576,7 @@ def uninstall_hook(settings_file: Path, actions: list[str], agent: str = "claude
                 emptied += [id(e)] if not e["hooks"] else []
         entries[:] = [e for e in entries if id(e) not in emptied]
         if not entries:
-            del data["hooks"][HOOKS[action]]
+            del data["hooks"][event(action, agent)]
     if any(removed.values()):
         if not data["hooks"]:
             del data["hooks"]
@@ -582,12 +628,12 @@ def _read_hooks(settings_file: Path, actions: list[str], agent: str = "claude") 
     hooks = data.get("hooks", {}) if isinstance(data, dict) else None
     lists: dict[str, list] = {}
     for action in actions:
-        event = HOOKS[action]
-        entries = hooks.get(event, []) if isinstance(hooks, dict) else None
+        name = event(action, agent)
+        entries = hooks.get(name, []) if isinstance(hooks, dict) else None
         if not isinstance(entries, list) or not all(
                 isinstance(e, dict) and isinstance(e.get("hooks", []), list) and all(isinstance(h, dict) for h in e.get("hooks", []))
                 for e in entries):
-            where = "the file" if hooks is None else "\"hooks\"" if entries is None else f"\"hooks\".\"{event}\""
+            where = "the file" if hooks is None else "\"hooks\"" if entries is None else f"\"hooks\".\"{name}\""
             raise UsageError(f"{settings_file}: {where} is not shaped as {AGENTS[agent]}'s settings are (an object "
                              f"of hook lists); fix it or edit the hooks by hand (`vaultmem hook print{_flag(agent)}` "
                              "shows them)")

@@ -287,10 +287,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--socket", metavar="PATH", help="the daemon's socket")
     _common(p)
 
-    p = add("hook", help="Claude Code and Codex hooks: memories at session start and with each prompt",
-            description="Hooks Claude Code (or Codex, with --agent codex) runs, reading its JSON on "
+    p = add("hook", help="Claude Code, Codex and Gemini CLI hooks: memories at session start and with each prompt",
+            description="Hooks Claude Code (or Codex, or Gemini CLI, with --agent) runs, reading its JSON on "
                         "stdin; what they print is added to the session's context. They never fail a "
-                        "session: on any error they print nothing and exit 0.\n\n"
+                        "session: on any error they print nothing (for Gemini CLI: {}) and exit 0.\n\n"
                         "session-start: the most relevant current memories for the project in the "
                         "working directory, within a token budget ([agent] hook_tokens).\n"
                         "user-prompt-submit: the few notes that bear on the prompt just sent, or nothing "
@@ -302,9 +302,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "--agent codex: Codex reads the same entries from hooks.json in $CODEX_HOME "
                         "(~/.codex), and runs a new or changed hook only once you trust it in /hooks. "
                         "Its hooks pass over AGENTS.md (or AGENTS.override.md) alone, which Codex loads "
-                        "itself: it reads no CLAUDE.md, rule or import, so those are shown to it like notes.",
+                        "itself: it reads no CLAUDE.md, rule or import, so those are shown to it like notes.\n\n"
+                        "--agent gemini: Gemini CLI reads them from ~/.gemini/settings.json (or a project's "
+                        ".gemini/settings.json, --settings), runs session-start on SessionStart and "
+                        "user-prompt-submit on BeforeAgent, and gets what they add as JSON "
+                        "(hookSpecificOutput.additionalContext). Its hooks pass over its context files "
+                        "(GEMINI.md, or the names its context.fileName setting gives) and what they import.",
             epilog="examples:\n  vaultmem hook install              # ~/.claude/settings.json, or in $CLAUDE_CONFIG_DIR\n"
                    "  vaultmem hook install --agent codex   # ~/.codex/hooks.json, or in $CODEX_HOME\n"
+                   "  vaultmem hook install --agent gemini  # ~/.gemini/settings.json\n"
                    "  vaultmem hook install --settings .claude/settings.json --only session-start\n"
                    "  vaultmem hook uninstall --only user-prompt-submit\n"
                    "  vaultmem hook session-start --budget 800\n"
@@ -318,11 +324,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--cwd", metavar="DIR", help="session-start: the project directory (default: from stdin JSON, else here)")
     p.add_argument("--prompt", metavar="TEXT", help="user-prompt-submit: the prompt (default: from stdin JSON)")
     p.add_argument("--only", choices=["session-start", "user-prompt-submit"], help="install, uninstall, print: this hook alone")
-    p.add_argument("--agent", choices=["claude", "codex"], default="claude",
-                   help="the agent that runs the hooks: claude (Claude Code) or codex (default claude)")
+    p.add_argument("--agent", choices=["claude", "codex", "gemini"], default="claude",
+                   help="the agent that runs the hooks: claude (Claude Code), codex or gemini (Gemini CLI) "
+                        "(default claude)")
     p.add_argument("--settings", metavar="FILE", help="install, uninstall: the hooks file (default settings.json in "
                                                       "$CLAUDE_CONFIG_DIR, else in ~/.claude; with --agent codex "
-                                                      "hooks.json in $CODEX_HOME, else in ~/.codex)")
+                                                      "hooks.json in $CODEX_HOME, else in ~/.codex; with --agent "
+                                                      "gemini ~/.gemini/settings.json)")
     _common(p)
     _client(p)
 
@@ -629,7 +637,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     from .agent import missing_hook, unindexed_homes
 
     hints = [] if args.quiet else [*unindexed_homes([v["root"] for v in st["vaults"]]),
-                                   missing_hook("claude"), missing_hook("codex")]
+                                   missing_hook("claude"), missing_hook("codex"),
+                                   missing_hook("gemini")]
     for hint in hints:
         if hint is not None:
             print(hint)
@@ -813,7 +822,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
         exe = _self_command()
         commands = {a: agent.hook_command(exe, a, args.agent) for a in agent.HOOKS if args.only in (None, a)}
         if args.action == "print":
-            entries = {agent.HOOKS[a]: [agent.hook_entry(a, c)] for a, c in commands.items()}
+            entries = {agent.event(a, args.agent): [agent.hook_entry(a, c, args.agent)] for a, c in commands.items()}
             print(json.dumps({"hooks": entries}, indent=2))
             return 0
         target = Path(os.path.expanduser(args.settings)) if args.settings else agent.hooks_file(args.agent)
@@ -827,6 +836,15 @@ def cmd_hook(args: argparse.Namespace) -> int:
         if args.agent == "codex" and any(added.values()):
             print("Codex runs a new hook only once you trust it: start codex, open /hooks and trust vaultmem's")
         return 0
+    sys.stdout.write(agent.hook_output(args.action, args.agent, _hook_text(args)))
+    return 0
+
+
+def _hook_text(args: argparse.Namespace) -> str:
+    """What the session-start or user-prompt-submit hook adds to the session: '' when there is
+    nothing to add or anything fails (said on stderr)."""
+    from . import agent
+
     event: dict = {}
     if not sys.stdin.isatty():
         try:
@@ -839,7 +857,7 @@ def cmd_hook(args: argparse.Namespace) -> int:
     try:
         prompt = args.prompt if args.prompt is not None else field("prompt")
         if args.action == "user-prompt-submit" and not (prompt and agent.prompt_queries(prompt)):
-            return 0  # nothing to search for: no need to wait for an index
+            return ""  # nothing to search for: no need to wait for an index
         backend = _backend(args)
         backend.quiet = True
         session = field("session_id")
@@ -857,9 +875,8 @@ def cmd_hook(args: argparse.Namespace) -> int:
         if args.debug:
             traceback.print_exc()
         print(f"vaultmem hook: no memories ({err})", file=sys.stderr)
-        return 0
-    sys.stdout.write(text)
-    return 0
+        return ""
+    return text
 
 
 def _self_command() -> str:

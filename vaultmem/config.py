@@ -127,6 +127,12 @@ def codex_home() -> Path:
     return Path(os.path.expanduser(os.environ.get("CODEX_HOME") or "~/.codex"))
 
 
+def gemini_home() -> Path:
+    """Gemini CLI's own directory, `~/.gemini`: its settings.json (hooks, context file names)
+    and the GEMINI.md its save_memory appends to."""
+    return Path(os.path.expanduser("~/.gemini"))
+
+
 @functools.lru_cache(maxsize=8)
 def _real_path(path: str) -> Path:
     """`path` resolved, once per process (a vault's root is resolved once too: make_vaults)."""
