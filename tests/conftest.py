@@ -85,6 +85,7 @@ def run_cli(*args: str, input: str | None = None, env: dict | None = None,
     e.pop("VAULTMEM_CONFIG", None)
     e.pop("CLAUDE_CONFIG_DIR", None)  # Claude Code's directory is ~/.claude unless a test says
     e.pop("CODEX_HOME", None)  # and Codex's ~/.codex
+    e.pop("GEMINI_CLI_HOME", None)  # and Gemini CLI's ~/.gemini
     e["XDG_CONFIG_HOME"] = "/nonexistent-vaultmem-test"
     e["VAULTMEM_SOCKET"] = "/nonexistent-vaultmem-test/vaultmem.sock"  # no daemon unless a test starts one
     e.update(env or {})

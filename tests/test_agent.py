@@ -560,12 +560,18 @@ def test_gemini_cli_runs_the_installed_hooks_and_reads_what_they_add_as_json(exa
 
     r = run_cli("hook", "uninstall", "--agent", "gemini", env=env)
     assert r.stdout.count("removed") == 2 and json.loads(settings.read_text()) == json.loads(before), r.stdout + r.stderr
+    # GEMINI_CLI_HOME moves the home Gemini CLI keeps .gemini/ in
+    moved = tmp_path / "profile"
+    r = run_cli("hook", "install", "--agent", "gemini", env={**env, "GEMINI_CLI_HOME": str(moved)})
+    assert r.returncode == 0 and (moved / ".gemini/settings.json").is_file(), r.stdout + r.stderr
+    assert json.loads(settings.read_text()) == json.loads(before)
 
 
 def test_gemini_cli_is_not_shown_its_context_files_or_what_they_import(tmp_path, monkeypatch):
     from vaultmem.agent import passed_over
     vault = tmp_path / "vault"
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no settings: GEMINI.md alone
+    monkeypatch.delenv("GEMINI_CLI_HOME", raising=False)
     roots = {"v": str(vault)}
     assert passed_over("gemini", {"vault": "v", "path": "web/GEMINI.md"}, roots)
     assert passed_over("gemini", {"vault": "v", "path": "docs/style.md", "imported_by": "web/GEMINI.md"}, roots)

@@ -498,7 +498,7 @@ def event(action: str, agent: str) -> str:
 def hooks_file(agent: str) -> Path:
     """Where the `agent` reads the user's own hooks: Claude Code in settings.json under
     $CLAUDE_CONFIG_DIR or ~/.claude, Codex in hooks.json under $CODEX_HOME or ~/.codex, Gemini
-    CLI in ~/.gemini/settings.json. All hold {"hooks": {EVENT: [{"matcher": ..., "hooks":
+    CLI in .gemini/settings.json under $GEMINI_CLI_HOME or ~. All hold {"hooks": {EVENT: [{"matcher": ..., "hooks":
     [{"type": "command", ...}]}]}}."""
     if agent == "gemini":
         return gemini_home() / "settings.json"

@@ -303,7 +303,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "(~/.codex), and runs a new or changed hook only once you trust it in /hooks. "
                         "Its hooks pass over AGENTS.md (or AGENTS.override.md) alone, which Codex loads "
                         "itself: it reads no CLAUDE.md, rule or import, so those are shown to it like notes.\n\n"
-                        "--agent gemini: Gemini CLI reads them from ~/.gemini/settings.json (or a project's "
+                        "--agent gemini: Gemini CLI reads them from ~/.gemini/settings.json (in "
+                        "$GEMINI_CLI_HOME when set, or a project's "
                         ".gemini/settings.json, --settings), runs session-start on SessionStart and "
                         "user-prompt-submit on BeforeAgent, and gets what they add as JSON "
                         "(hookSpecificOutput.additionalContext). Its hooks pass over its context files "
@@ -330,7 +331,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     p.add_argument("--settings", metavar="FILE", help="install, uninstall: the hooks file (default settings.json in "
                                                       "$CLAUDE_CONFIG_DIR, else in ~/.claude; with --agent codex "
                                                       "hooks.json in $CODEX_HOME, else in ~/.codex; with --agent "
-                                                      "gemini ~/.gemini/settings.json)")
+                                                      "gemini .gemini/settings.json in $GEMINI_CLI_HOME, "
+                                                      "else in ~)")
     _common(p)
     _client(p)
 

@@ -128,9 +128,10 @@ def codex_home() -> Path:
 
 
 def gemini_home() -> Path:
-    """Gemini CLI's own directory, `~/.gemini`: its settings.json (hooks, context file names)
-    and the GEMINI.md its save_memory appends to."""
-    return Path(os.path.expanduser("~/.gemini"))
+    """Gemini CLI's own directory: `.gemini` in `$GEMINI_CLI_HOME` when set (Gemini CLI takes
+    that for the home directory it keeps all its state under), else `~/.gemini`. Its
+    settings.json (hooks, context file names) and the GEMINI.md its save_memory appends to."""
+    return Path(os.path.expanduser(os.environ.get("GEMINI_CLI_HOME") or "~")) / ".gemini"
 
 
 @functools.lru_cache(maxsize=8)
