@@ -200,18 +200,22 @@ def test_status_lists_counts(indexed):
     assert st["notes"] == 3 and st["current"] == 2 and st["embedder"] == "use-multilingual-v3"
 
 
-@pytest.mark.parametrize("agent", ["claude", "codex"])
+@pytest.mark.parametrize("agent", ["claude", "codex", "gemini"])
 def test_status_says_when_an_agents_own_memory_is_in_no_vault(indexed, tmp_path, agent):
     """Claude Code keeps the user's CLAUDE.md and each project's auto memory in its own
-    directory, and Codex (with its memories on) what it learned from past threads: a user who
-    indexed only a project never searches them, and is told how."""
+    directory, Codex (with its memories on) what it learned from past threads, and Gemini CLI
+    what save_memory is told in its GEMINI.md: a user who indexed only a project never searches
+    them, and is told how. (GEMINI_CLI_HOME names the home .gemini/ is in.)"""
     _, state = indexed
     home = tmp_path / "home"
     folder, variable, kept, elsewhere, hint, what = {
         "claude": (".claude", "CLAUDE_CONFIG_DIR", "projects/-src-app/memory/feedback.md", "agent-memory/reviewer/style.md",
                    "Claude Code's own memory in", "(CLAUDE.md, projects/*/memory/, agent-memory/)"),
         "codex": (".codex", "CODEX_HOME", "memories/rollout_summaries/2026-05-01T10-00-00-abcd-x.md", "memories/MEMORY.md",
-                  "Codex's own memory in", "(memories/)")}[agent]
+                  "Codex's own memory in", "(memories/)"),
+        "gemini": (".gemini", "GEMINI_CLI_HOME", "GEMINI.md", ".gemini/GEMINI.md",
+                   "Gemini CLI's own memory in", "(GEMINI.md, where save_memory keeps facts)")}[agent]
+    sub = ".gemini" if agent == "gemini" else ""
     write(home, f"{folder}/{kept}", note("tests", "run the tests first\n"))
 
     def status(*flags, **env) -> str:
@@ -224,7 +228,7 @@ def test_status_says_when_an_agents_own_memory_is_in_no_vault(indexed, tmp_path,
     assert hint not in status("-q"), "-q: results and errors only"
     assert hint not in status(**{variable: str(tmp_path / "elsewhere")}), "no memory there"
     write(tmp_path, f"elsewhere/{elsewhere}", "memory kept where the variable says\n")
-    assert f"{hint} {tmp_path / 'elsewhere'} " in status(**{variable: str(tmp_path / "elsewhere")})
+    assert f"{hint} {tmp_path / 'elsewhere' / sub} " in status(**{variable: str(tmp_path / "elsewhere")})
     other = tmp_path / "state2"
     r = run_cli("index", "--vault", str(home / folder), "--state-dir", str(other), env={"HOME": str(home)})
     assert r.returncode == 0, r.stderr

@@ -167,14 +167,16 @@ def project_words(project: Path) -> str:
 def unindexed_homes(roots: list[str]) -> list[str]:
     """What to tell the user about the agents' own directories that hold memory no vault root in
     `roots` covers: Claude Code's (~/.claude, or $CLAUDE_CONFIG_DIR: its CLAUDE.md, a project's
-    auto memory, a subagent's memory) and Codex's (~/.codex, or $CODEX_HOME: what it writes in
-    memories/ when its memories are on). Said by `vaultmem status` and the MCP status tool."""
+    auto memory, a subagent's memory), Codex's (~/.codex, or $CODEX_HOME: what it writes in
+    memories/ when its memories are on) and Gemini CLI's (~/.gemini: the GEMINI.md its
+    save_memory appends to). Said by `vaultmem status` and the MCP status tool."""
     said = []
     for home, patterns, what in (
             (claude_home(), ("CLAUDE.md", "projects/*/memory/*.md", "agent-memory/*/*.md"),
              "Claude Code's own memory in {} (CLAUDE.md, projects/*/memory/, agent-memory/)"),
             (codex_home(), ("memories/MEMORY.md", "memories/memory_summary.md", "memories/rollout_summaries/*.md"),
-             "Codex's own memory in {} (memories/)")):
+             "Codex's own memory in {} (memories/)"),
+            (gemini_home(), ("GEMINI.md",), "Gemini CLI's own memory in {} (GEMINI.md, where save_memory keeps facts)")):
         try:
             real = home.resolve()
             if not any(next(real.glob(pattern), None) for pattern in patterns):
