@@ -581,6 +581,64 @@ def test_gemini_cli_is_not_shown_its_context_files_or_what_they_import(tmp_path,
     assert not passed_over("claude", {"vault": "v", "path": "web/GEMINI.md"}, roots)
 
 
+def test_hook_install_keeps_the_comments_of_a_gemini_settings_file(tmp_path, monkeypatch):
+    """Gemini CLI reads settings.json with its comments stripped, so people comment it: install
+    reads it, adds "hooks" last and keeps every byte and comment before it (a comma goes after
+    the last value, not into the comment that ends its line); its context.fileName is read
+    through the comments too; uninstall gives the file back byte for byte."""
+    home = tmp_path / "home"
+    before = ('{\n  // the look\n  "theme": "GitHub", /* dark at night: "Dracula" */\n'
+              '  "context": {"fileName": ["AGENTS.md"]} // Codex and Gemini share it\n}\n')
+    settings = write(home, ".gemini/settings.json", before)
+    env = {"HOME": str(home)}
+    r = run_cli("hook", "install", "--agent", "gemini", env=env)
+    assert r.returncode == 0 and r.stdout.count("added") == 2, r.stdout + r.stderr
+    text = settings.read_text()
+    assert text.startswith(before[: before.index(" // Codex")] + ", // Codex and Gemini share it\n  \"hooks\": {\n"), text
+    stripped = "\n".join(line.split(" //")[0].split("/*")[0] if not line.strip().startswith("//") else ""
+                         for line in text.splitlines())  # strip-json-comments, for this file
+    data = json.loads(stripped)
+    assert data["theme"] == "GitHub" and set(data["hooks"]) == {"SessionStart", "BeforeAgent"}
+    from vaultmem import agent
+    agent._gemini_context_names.cache_clear()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("GEMINI_CLI_HOME", raising=False)
+    roots = {"v": str(tmp_path / "vault")}
+    assert agent.passed_over("gemini", {"vault": "v", "path": "AGENTS.md"}, roots), "its fileName, read past comments"
+    assert not agent.passed_over("gemini", {"vault": "v", "path": "GEMINI.md"}, roots)
+    agent._gemini_context_names.cache_clear()
+    r = run_cli("hook", "uninstall", "--agent", "gemini", env=env)
+    assert r.returncode == 0 and r.stdout.count("removed") == 2, r.stdout + r.stderr
+    assert settings.read_text() == before
+
+
+def test_hook_install_changes_only_the_hooks_of_a_settings_file_that_has_them(tmp_path):
+    """A hand-kept settings file that runs the session-start hook and another hook already: adding
+    the prompt hook rewrites the "hooks" value and no byte around it (lists kept on one line stay
+    so); a comment inside "hooks", which a rewrite would drop, is refused in one line, untouched."""
+    settings = tmp_path / "settings.json"
+    head = '{\n    "model": "opus",\n    "permissions": {"allow": ["Bash(ls:*)", "Read"]},\n    "hooks": '
+    tail = ',\n    "env": {"A": "1", "B": "2"}\n}\n'
+    hooks = {"SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "/x/vaultmem hook session-start"}]}],
+             "Stop": [{"hooks": [{"type": "command", "command": "true"}]}]}
+    settings.write_text(head + json.dumps(hooks) + tail)
+    r = run_cli("hook", "install", "--settings", str(settings))
+    assert r.returncode == 0 and r.stdout.splitlines()[1] == f"added the user-prompt-submit hook to {settings}", r.stdout
+    text = settings.read_text()
+    assert text.startswith(head + "{\n        \"SessionStart\": [\n") and text.endswith("\n    }" + tail), text
+    after = json.loads(text)["hooks"]
+    assert after["SessionStart"] == hooks["SessionStart"] and after["Stop"] == hooks["Stop"] and after["UserPromptSubmit"]
+    r = run_cli("hook", "uninstall", "--only", "user-prompt-submit", "--settings", str(settings))
+    assert r.returncode == 0 and json.loads(settings.read_text())["hooks"] == hooks
+    assert settings.read_text().startswith(head) and settings.read_text().endswith(tail)
+    commented = head + '{"Stop": [] /* off for now */}' + tail
+    settings.write_text(commented)
+    bad = run_cli("hook", "install", "--settings", str(settings))
+    assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+    assert '"hooks" holds comments' in bad.stderr and "vaultmem hook print" in bad.stderr
+    assert settings.read_text() == commented
+
+
 def test_status_says_when_codex_runs_only_some_of_the_hooks(example_state, tmp_path):
     env = {"HOME": str(tmp_path)}
     assert run_cli("hook", "install", "--agent", "codex", "--only", "user-prompt-submit", env=env).returncode == 0

@@ -1,6 +1,7 @@
 """What agents read: recall answers, the session-start digest and the notes added to a prompt,
 each within a token budget; and the installation of the hooks that print the last two, for
-Claude Code (its settings.json) and for Codex (its hooks.json, of the same shape).
+Claude Code (its settings.json), Codex (its hooks.json, of the same shape) and Gemini CLI (its
+settings.json, which may hold comments: jsonc.py edits it).
 
 Agents pay for every token they read, so every answer here has a bound: hits carry the
 matching section of a note (clipped), never the whole file, and entries are dropped from the
@@ -29,6 +30,7 @@ from typing import Any
 from .backend import Backend
 from .config import Settings, Vault, claude_home, codex_home, gemini_home
 from .client import STILL_INDEXING, DaemonUnavailable
+from . import jsonc
 from .errors import VaultmemError
 from .imports import CODEX_OVERRIDE, GEMINI_MD, is_codex_memory, loaded_with_claude_md
 
@@ -412,7 +414,7 @@ def _gemini_context_names(settings: str) -> tuple[str, ...]:
     or a list), else GEMINI.md. Read once."""
     try:
         with open(settings, encoding="utf-8") as f:
-            context = json.load(f).get("context") or {}
+            context = jsonc.loads(f.read()).get("context") or {}
         names = context.get("fileName") if isinstance(context, dict) else None
     except FileNotFoundError:
         names = None
@@ -541,12 +543,12 @@ def hook_entry(action: str, command: str, agent: str = "claude") -> dict:
 
 def install_hook(settings_file: Path, commands: dict[str, str], agent: str = "claude") -> dict[str, bool]:
     """Add vaultmem's hooks (`commands`: action to command) to the `agent`'s hooks file,
-    keeping everything else in it (and its indentation: Claude Code writes two spaces, a
-    hand-kept file may use four or tabs). Written atomically, through a symlink to its target,
+    changing its "hooks" alone: other keys, comments and layout stay (a new "hooks" goes last in
+    the file's indentation: Claude Code writes two spaces, a hand-kept file may use four or
+    tabs). Written atomically, through a symlink to its target,
     and only when a hook was added; returns for each action whether it was (False: there
     already). A file whose shape is not a hooks file's is refused, untouched."""
     text, data, lists = _read_hooks(settings_file, list(commands), agent)
-    had_hooks = "hooks" in data
     hooks = data.setdefault("hooks", {})
     added: dict[str, bool] = {}
     for action, command in commands.items():
@@ -555,7 +557,7 @@ def install_hook(settings_file: Path, commands: dict[str, str], agent: str = "cl
         if added[action]:
             entries.append(hook_entry(action, command, agent))
     if any(added.values()):
-        _write_settings(settings_file, text, data, append_hooks=not had_hooks)
+        _write_settings(settings_file, text, data, agent)
     return added
 
 
@@ -582,7 +584,7 @@ def uninstall_hook(settings_file: Path, actions: list[str], agent: str = "claude
     if any(removed.values()):
         if not data["hooks"]:
             del data["hooks"]
-        _write_settings(settings_file, text, data)
+        _write_settings(settings_file, text, data, agent)
     return removed
 
 
@@ -624,7 +626,7 @@ def _read_hooks(settings_file: Path, actions: list[str], agent: str = "claude") 
     if settings_file.exists():
         try:
             text = settings_file.read_text(encoding="utf-8")
-            data = json.loads(text or "{}")
+            data = jsonc.loads(text) if text.strip() else {}
         except (ValueError, UnicodeDecodeError) as err:
             raise UsageError(f"{settings_file} is not valid JSON ({err}); fix it or edit the hooks by hand") from None
     hooks = data.get("hooks", {}) if isinstance(data, dict) else None
@@ -643,21 +645,19 @@ def _read_hooks(settings_file: Path, actions: list[str], agent: str = "claude") 
     return text, data, lists
 
 
-def _write_settings(settings_file: Path, text: str, data: dict, append_hooks: bool = False) -> None:
-    """Write `data` over the settings file whose text was `text`, atomically, in its
-    indentation and with its trailing whitespace. `append_hooks`: "hooks" is new and last, so
-    every byte before it stays as it was."""
+def _write_settings(settings_file: Path, text: str, data: dict, agent: str) -> None:
+    """Write `data` over the settings file whose text was `text`, atomically, changing its
+    "hooks" member alone: every other byte (other keys, comments, layout) stays, and a new
+    "hooks" goes last in the file's indentation. A change that would lose a comment is refused."""
+    from .errors import UsageError
     from .writing import replace_file
 
-    found = re.search(r'^([ \t]+)"', text, re.M)
-    indent = found.group(1) if found else "  "
-    body = text.rstrip()
-    trailing = text[len(body):] if body else "\n"
-    new = json.dumps(data, ensure_ascii=False, indent=indent) + trailing
-    if append_hooks and body.endswith("}"):  # the usual case: every byte there stays, "hooks" goes last
-        head = body[:-1].rstrip()
-        value = json.dumps(data["hooks"], ensure_ascii=False, indent=indent).replace("\n", "\n" + indent)
-        appended = f'{head}{"," if head != "{" else ""}\n{indent}"hooks": {value}\n}}{trailing}'
-        if json.loads(appended) == data:  # never write what does not read back as intended
-            new = appended
+    try:
+        new = jsonc.with_member(text, "hooks", data.get("hooks", jsonc.DROP))
+    except jsonc.Unsafe as err:
+        raise UsageError(f"{settings_file}: {err}, which vaultmem will not drop; edit the hooks by hand "
+                         f"(`vaultmem hook print{_flag(agent)}` shows them)") from None
+    if jsonc.loads(new) != data:  # never write what does not read back as intended
+        raise UsageError(f"{settings_file}: vaultmem could not change its \"hooks\" alone; edit them by hand "
+                         f"(`vaultmem hook print{_flag(agent)}` shows them)")
     replace_file(settings_file, new)
