@@ -14,13 +14,15 @@ HOOKS = {"SessionStart": [{"hooks": [{"type": "command", "command": "vaultmem ho
     '{\n\t"a": 1, // one\n\t/* two */ "b": {"c": [3]}\n}\n',
     '{ // empty\n}\n',
     '{}',
-], ids=["comment-like-strings", "tabs", "empty-with-comment", "empty"])
+    '{"a": 1}',
+    '{"a": [1, 2], // two\n"b": 2 /* last */}\n',
+], ids=["comment-like-strings", "tabs", "empty-with-comment", "empty", "one-line", "closed-on-last-line"])
 def test_a_member_added_then_taken_out_gives_back_every_byte(text):
     added = jsonc.with_member(text, "hooks", HOOKS)
     assert jsonc.loads(added) == {**jsonc.loads(text), "hooks": HOOKS}
     assert jsonc.with_member(added, "hooks") == text
-    if not jsonc.loads(text):
-        return  # an empty object opens up for its first member
+    if not jsonc.loads(text) or text.rstrip().splitlines()[-1].strip() != "}":
+        return  # an empty object opens up for its first member; a brace on the last value's line moves on
     for line in text.splitlines():  # every line is there, at most with a comma after its value
         assert any(line == got or line.replace(" //", ", //").replace(" /*", ", /*", 1) == got
                    or got == line + "," for got in added.splitlines()), (line, added)

@@ -61,7 +61,9 @@ def with_member(text: str, key: str, value: Any = DROP) -> str:
         eol = bare.find("\n", end, closing)
         if eol != -1 and not bare[end:eol].strip():  # the last member's line ends there (a comment may follow it)
             return text[:end] + "," + text[end:eol] + "\n" + indent + rendered + text[eol:]
-        return text[:end] + ",\n" + indent + rendered + "\n" + text[end:]
+        # the brace closes on the last value's line (`{"a": 1}`): it closes this one's as well,
+        # so that dropping the member again gives back the same bytes
+        return text[:end] + ",\n" + indent + rendered + text[end:]
     _, start, vstart, vend = members[at]
     if value is not DROP:
         if bare[vstart:vend] != text[vstart:vend]:
