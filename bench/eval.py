@@ -50,7 +50,8 @@ def open_index(name: str, args) -> VaultIndex:
         "fusion": args.fusion, "rrf_k": args.rrf_k, "text_weight": args.text_weight,
         "vector_weight": args.vector_weight, "min_cosine": args.min_cosine, "entity_weight": args.entity_weight,
         "importance_weight": args.importance_weight, "candidates": args.candidates,
-        "half_life_days": args.half_life, "date_weight": args.date_weight,
+        "half_life_days": args.half_life, "date_weight": args.date_weight, "expand_notes": args.expand_notes,
+        "expand_terms": args.expand_terms, "expand_weight": args.expand_weight,
     }.items() if v is not None}
     index = {"include": ["**/*.md"]}
     if args.chunk_chars:
@@ -142,6 +143,9 @@ def main() -> None:
     ap.add_argument("--candidates", type=int)
     ap.add_argument("--half-life", type=float, help="time decay in days (default: off)")
     ap.add_argument("--date-weight", type=float)
+    ap.add_argument("--expand-notes", type=int, help="notes a hybrid query's second look takes words from")
+    ap.add_argument("--expand-terms", type=int, help="words the second look adds (0: one look)")
+    ap.add_argument("--expand-weight", type=float, help="the best added word's weight (a query word: 1)")
     ap.add_argument("--chunk-chars", type=int)
     ap.add_argument("--dtype", default="float16", choices=["float16", "float32"], help="stored vector type")
     ap.add_argument("--embedder", default="use", choices=["use", "e5"], help="bundled embedder (each gets its own state dir)")

@@ -96,6 +96,8 @@ def test_human_output_and_explain(indexed):
     assert "vault:CLAUDE.md:3-5" in r.stdout and "CLAUDE.md › Rules › Testing" in r.stdout
     assert "explain: " in r.stdout and "bm25=" in r.stdout
     assert r.stdout.startswith("1. ") and "\n2. " not in r.stdout and re.search(r"^1 hit in [\d.]+ ms$", r.stderr, re.M)
+    r = run_cli("query", "pytest", "--state-dir", str(state), "--explain")  # hybrid: the second look's words, as words
+    assert re.search(r"expanded_with=\w+( \w+)*(, |$)", r.stdout, re.M) and "[" not in r.stdout.split("expanded_with=")[1].splitlines()[0]
     r = run_cli("query", "ship", "--state-dir", str(state), "--mode", "text", "--history")
     assert "\n2. " in r.stdout and re.search(r"^\d+ hits in [\d.]+ ms$", r.stderr, re.M)
 

@@ -3,6 +3,8 @@ positions, NFKC and case folding, word-level English, query text that looks like
 
 import pytest
 
+from vaultmem.index import VaultIndex
+
 from conftest import note
 
 JA_TARGET = "東京都庁の展望室から富士山がよく見えると聞いた。"
@@ -359,3 +361,21 @@ def test_a_large_exclusion_set_filtered_after_the_search_gives_the_same_hits(env
         assert both() == filtered
         monkeypatch.setattr(ft, "POST_FILTER_MARGIN", 0.2)  # too narrow: it must run again, filtered
         assert both() == filtered
+
+
+def test_feedback_terms_are_the_words_that_set_the_best_notes_apart(env):
+    env.write("memory/a.md", note("a", "Deploy with Hydra. Hydra reads Quokka manifests from build 42.\n"))
+    for i in range(3):
+        env.write(f"memory/filler-{i}.md", note(f"f{i}", "Deploy manifests are read at each build.\n"))
+    env.sync()
+    with VaultIndex(env.settings()) as idx:
+        ft = idx.fulltext
+        tq = ft.analyze("deploy with hydra")
+        terms = ft.feedback_terms(tq, ["Deploy with Hydra. Hydra reads Quokka manifests from build 42. 東京都庁"], 3, 0.5)
+        words = [t for t, _ in terms]
+        assert words[0] == "quokka" and terms[0][1] == 0.5  # in one chunk only: the rarest
+        assert "hydra" not in words and "deploy" not in words  # the query's own
+        assert not any(w.isdigit() or len(w) < 3 for w in words)
+        assert all(b <= 0.5 for _, b in terms) and len(terms) == 3
+        assert ft.feedback_terms(tq, ["東京都庁の展望室"], 3, 0.5) == ()  # CJK: no words
+        assert ft.feedback_terms(tq, ["anything"], 0, 0.5) == ()

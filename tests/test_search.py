@@ -392,3 +392,53 @@ def test_a_query_is_answered_when_its_retrieval_cannot_be_recorded(env, caplog):
         assert usage.retrievals()["v:memory/a.md"][0] == 1, "recorded again once it can be"
     finally:
         usage.close()
+
+
+def _second_look_vault(env):
+    env.write("memory/staging.md", note("staging", "The staging deploy runs the Hydra orchestrator over Quokka manifests.\n"))
+    env.write("memory/retries.md", note("retries", "Hydra orchestrator retries Quokka manifests three times.\n"))
+    env.write("memory/cake.md", note("cake", "Bake the sponge cake at 180 degrees for forty minutes.\n"))
+    env.sync()
+
+
+def test_a_second_look_finds_a_note_in_the_best_notes_words(env):
+    """The retries note shares no word with the query; the best note's own words ("hydra",
+    "quokka") join the full-text query and match it. The note they came from keeps its place and
+    its first score."""
+    _second_look_vault(env)
+    hits = env.query("staging deploy", explain=True)
+    assert hits[0].path == "memory/staging.md" and hits[0].explain["expansion_source"] is True
+    words = hits[0].explain["expanded_with"]
+    assert {"hydra", "quokka"} <= set(words) and not {"stage", "deploy", "staging"} & set(words)
+    retries = next(h for h in hits if h.path == "memory/retries.md")
+    assert retries.explain["bm25"] > 0 and "expansion_source" not in retries.explain
+
+    env.overrides = {"search": {"expand_terms": 0}}
+    once = env.query("staging deploy", explain=True)
+    assert once[0].path == "memory/staging.md" and once[0].score == hits[0].score
+    assert "expanded_with" not in once[0].explain
+    assert all("bm25" not in h.explain for h in once if h.path == "memory/retries.md")
+
+
+def test_text_mode_looks_once(env):
+    _second_look_vault(env)
+    hits = env.query("staging deploy", mode="text", explain=True)
+    assert [h.path for h in hits] == ["memory/staging.md"] and "expanded_with" not in hits[0].explain
+
+
+def test_a_second_look_keeps_the_filters(env):
+    """The words of the best note also match a superseded note and one outside the tag
+    filter: neither is shown."""
+    env.write("memory/staging.md", note("staging", "The staging deploy runs the Hydra orchestrator over Quokka manifests.\n",
+                                        tags="[ops]"))
+    env.write("memory/hydra-1.md", note("hydra retries", "Hydra orchestrator retries Quokka manifests twice.\n",
+                                        tags="[ops]", date="2026-01-01"))
+    env.write("memory/hydra-2.md", note("hydra retries", "Hydra orchestrator retries Quokka manifests three times.\n",
+                                        tags="[ops]", date="2026-02-01"))
+    env.write("memory/hydra-home.md", note("home", "My Hydra orchestrator at home reads Quokka manifests.\n", tags="[home]"))
+    env.sync()
+    shown = [h.path for h in env.query("staging deploy", tags=("ops",))]
+    assert shown[0] == "memory/staging.md" and "memory/hydra-2.md" in shown
+    assert "memory/hydra-1.md" not in shown and "memory/hydra-home.md" not in shown
+    everything = {h.path: h for h in env.query("staging deploy", tags=("ops",), history=True)}
+    assert everything["memory/hydra-1.md"].current is False

@@ -579,7 +579,8 @@ def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = (), quiet
             snippet = re.sub(r"\*\*(.+?)\*\*", lambda m: bold(m.group(1)), snippet)
         print("   " + snippet)
         if h.get("explain"):
-            print("   explain: " + ", ".join(f"{k}={v}" for k, v in h["explain"].items()))
+            print("   explain: " + ", ".join(f"{k}={' '.join(map(str, v)) if isinstance(v, list) else v}"
+                                         for k, v in h["explain"].items()))
     if not quiet:
         if listed:
             print(f"{len(hits)} {'note' if len(hits) == 1 else 'notes'}, newest first ({took_ms} ms)", file=sys.stderr)

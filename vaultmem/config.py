@@ -74,6 +74,9 @@ DEFAULTS: dict[str, Any] = {
         "half_life_days": 0.0,  # 0: no time decay
         "feedback_weight": 0.2,
         "feedback_alpha": 0.3,
+        "expand_notes": 2,
+        "expand_terms": 10,
+        "expand_weight": 0.3,
         "snippet_chars": 240,
     },
     "daemon": {
@@ -224,6 +227,9 @@ class SearchSettings:
     half_life_days: float
     feedback_weight: float
     feedback_alpha: float
+    expand_notes: int
+    expand_terms: int
+    expand_weight: float
     snippet_chars: int
 
 

@@ -11,7 +11,10 @@ hits with snippets. The ranking formula lives here and its weights in config.Sea
     date_bonus        = date_weight * how well the note's date fits a date the query names
                         ("on 25 May, 2022": 1 that day, less within a week; "in November 2022": 0.5)
 
-A note that shares an entity with the query is a candidate even with no word in common (its
+A hybrid query looks twice: the words that most set apart its best notes (expand_notes of them,
+up to expand_terms words) join its full-text query at a lower weight, and the notes are ranked
+again with the same vector and entity candidates (pseudo-relevance feedback; `explain` lists
+the words). A note that shares an entity with the query is a candidate even with no word in common (its
 score is then the bonus alone); one found by its vector alone must reach `min_cosine`. Results
 are one hit per note (its best chunk). Current notes only unless history is asked for; retired
 notes (usage.py) count as not current. `as_of` answers with the notes that existed, and were
@@ -29,7 +32,7 @@ import os
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from . import dates
@@ -192,10 +195,29 @@ class Searcher:
         text_best = _best_per_note(text_hits)
         vec_best = _best_per_note(vec_hits)
         ent_best = _best_per_note(ent_hits)
+        scored, notes = self._rank(q, text_best, vec_best, ent_best, state)
+        chunk_for = {key: _chunk_of(key, text_best, vec_best, ent_best) for key in notes}
+        if q.mode == "hybrid" and cfg.expand_terms and cfg.expand_notes and text_best and scored:
+            scored, notes, chunk_for = self._look_again(q, tq, n, allow, deny, state, unknown, scored, notes,
+                                                        chunk_for, vec_best, ent_best)
+        if q.history:
+            scored = _newest_first_within_chains(scored, notes)
+        top = scored[: q.k]
+        return self._hits(q, top, notes, chunk_for, unknown, t0)
+
+    def _rank(self, q: Query, text_best: dict, vec_best: dict, ent_best: dict, state: dict[str, str | None] | None,
+              known: dict[str, Any] | None = None) -> tuple[list[tuple[float, str, dict]], dict[str, Any]]:
+        """(score, note key, explain parts) best first, and the catalog rows of the candidates
+        (those in `known` not read again): the fused engines' scores times the ranking factors,
+        plus the bonuses."""
+        cfg = self.cfg
         fused = self._fuse(text_best, vec_best, q.mode, q.explain)
-        notes = self.index.catalog.notes(set(fused) | set(ent_best))
+        wanted = set(fused) | set(ent_best)
+        notes = {k: known[k] for k in wanted & known.keys()} if known else {}
+        fetched = self.index.catalog.notes(wanted - notes.keys())
         if state is not None:  # as the vault stood then
-            notes = {k: _with(r, superseded_by=state.get(k)) for k, r in notes.items()}
+            fetched = {k: _with(r, superseded_by=state.get(k)) for k, r in fetched.items()}
+        notes.update(fetched)
         feedback = self.usage.weights(notes) if self.usage is not None and cfg.feedback_weight else {}
         now = q.as_of if q.as_of is not None else time.time()
         named = dates.spans(q.text) if cfg.date_weight else []
@@ -222,11 +244,39 @@ class Searcher:
                               "date_match": round(fit, 4), "date_bonus": round(dated, 4)})
             scored.append((score, key, parts))
         scored.sort(key=lambda x: (-x[0], x[1]))
-        if q.history:
-            scored = _newest_first_within_chains(scored, notes)
-        top = scored[: q.k]
-        chunk_for = {key: (text_best.get(key) or vec_best.get(key) or ent_best.get(key))[0] for _, key, _ in top}
-        return self._hits(q, top, notes, chunk_for, unknown, t0)
+        return scored, notes
+
+    def _look_again(self, q: Query, tq: TextQuery, n: int, allow, deny, state, unknown: list[str],
+                    scored: list, notes: dict, chunk_for: dict, vec_best: dict, ent_best: dict) -> tuple[list, dict, dict]:
+        """The second look of a hybrid query: the words that most set apart the first look's
+        best notes join the full-text query (pseudo-relevance feedback) and the candidates are
+        ranked again. The notes the words came from keep their first scores: scored again by
+        their own words they could only rise, and when they did, R@1 fell (LoCoMo turns 0.658
+        -> 0.611, bench/eval.py) while R@5 gained nothing more."""
+        cfg = self.cfg
+        sources = scored[: cfg.expand_notes]
+        chunks = self.index.catalog.chunks(chunk_for[key] for _, key, _ in sources)
+        extra = self.index.fulltext.feedback_terms(tq, [c["text"] for c in chunks.values()], cfg.expand_terms,
+                                                   cfg.expand_weight)
+        if not extra:
+            return scored, notes, chunk_for
+        text_hits = self.index.fulltext.search(replace(tq, expansion=extra), n, allow, deny)
+        if unknown:
+            text_hits = self._spelled_like(tq, text_hits, unknown)
+        text_best = _best_per_note(text_hits)
+        again, more = self._rank(q, text_best, vec_best, ent_best, state, known=notes)
+        kept = {key for _, key, _ in sources}
+        if q.explain:
+            words = [term for term, _ in extra]
+            for _, key, parts in sources + again:
+                parts["expanded_with"] = words
+                if key in kept:
+                    parts["expansion_source"] = True
+        merged = sorted(sources + [item for item in again if item[1] not in kept], key=lambda x: (-x[0], x[1]))
+        notes = {**more, **{key: notes[key] for key in kept}}
+        chunk_for = {**{key: _chunk_of(key, text_best, vec_best, ent_best) for key in more},
+                     **{key: chunk_for[key] for key in kept}}
+        return merged, notes, chunk_for
 
     def _spelled_like(self, tq: TextQuery, hits: list[tuple[str, str, float]], unknown: list[str]) -> list[tuple[str, str, float]]:
         """The text hits of a query with unknown words that match one of its other terms or
@@ -373,6 +423,11 @@ class Searcher:
                     names.add(gram)
         return sorted(n for n in names if len(n) >= 2)
 
+
+
+def _chunk_of(key: str, text_best: dict, vec_best: dict, ent_best: dict) -> str:
+    """The chunk a note is shown (and read) by: its best by words, else by meaning, else by entity."""
+    return (text_best.get(key) or vec_best.get(key) or ent_best.get(key))[0]
 
 
 def _newest_first_within_chains(scored: list, notes: dict) -> list:
