@@ -442,3 +442,11 @@ def test_a_second_look_keeps_the_filters(env):
     assert "memory/hydra-1.md" not in shown and "memory/hydra-home.md" not in shown
     everything = {h.path: h for h in env.query("staging deploy", tags=("ops",), history=True)}
     assert everything["memory/hydra-1.md"].current is False
+
+
+def test_a_hybrid_query_whose_best_notes_have_no_words_to_add_looks_once(env):
+    env.write("memory/ja.md", note("ja", "東京都庁の展望室から富士山が見える。\n"))
+    env.write("memory/ko.md", note("ko", "배포하기 전에 스모크 테스트를 실행한다.\n"))
+    env.sync()
+    hits = env.query("富士山", explain=True)
+    assert hits[0].path == "memory/ja.md" and "expanded_with" not in hits[0].explain

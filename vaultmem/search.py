@@ -14,11 +14,11 @@ hits with snippets. The ranking formula lives here and its weights in config.Sea
 A hybrid query looks twice: the words that most set apart its best notes (expand_notes of them,
 up to expand_terms words) join its full-text query at a lower weight, and the notes are ranked
 again with the same vector and entity candidates (pseudo-relevance feedback; `explain` lists
-the words). A note that shares an entity with the query is a candidate even with no word in common (its
-score is then the bonus alone); one found by its vector alone must reach `min_cosine`. Results
-are one hit per note (its best chunk). Current notes only unless history is asked for; retired
-notes (usage.py) count as not current. `as_of` answers with the notes that existed, and were
-current, at that moment.
+the words). A note that shares an entity with the query is a candidate even with no word in
+common (its score is then the bonus alone); one found by its vector alone must reach
+`min_cosine`. Results are one hit per note (its best chunk). Current notes only unless history
+is asked for; retired notes (usage.py) count as not current. `as_of` answers with the notes that
+existed, and were current, at that moment.
 
 The engines are reached only through VaultIndex and never written; the one write is to the
 usage records (which notes were returned, for which task).
@@ -196,13 +196,13 @@ class Searcher:
         vec_best = _best_per_note(vec_hits)
         ent_best = _best_per_note(ent_hits)
         scored, notes = self._rank(q, text_best, vec_best, ent_best, state)
-        chunk_for = {key: _chunk_of(key, text_best, vec_best, ent_best) for key in notes}
         if q.mode == "hybrid" and cfg.expand_terms and cfg.expand_notes and text_best and scored:
-            scored, notes, chunk_for = self._look_again(q, tq, n, allow, deny, state, unknown, scored, notes,
-                                                        chunk_for, vec_best, ent_best)
+            scored, notes, text_best = self._look_again(q, tq, n, allow, deny, state, unknown, scored, notes,
+                                                        text_best, vec_best, ent_best)
         if q.history:
             scored = _newest_first_within_chains(scored, notes)
         top = scored[: q.k]
+        chunk_for = {key: _chunk_of(key, text_best, vec_best, ent_best) for _, key, _ in top}
         return self._hits(q, top, notes, chunk_for, unknown, t0)
 
     def _rank(self, q: Query, text_best: dict, vec_best: dict, ent_best: dict, state: dict[str, str | None] | None,
@@ -247,25 +247,31 @@ class Searcher:
         return scored, notes
 
     def _look_again(self, q: Query, tq: TextQuery, n: int, allow, deny, state, unknown: list[str],
-                    scored: list, notes: dict, chunk_for: dict, vec_best: dict, ent_best: dict) -> tuple[list, dict, dict]:
+                    scored: list, notes: dict, text_best: dict, vec_best: dict, ent_best: dict) -> tuple[list, dict, dict]:
         """The second look of a hybrid query: the words that most set apart the first look's
         best notes join the full-text query (pseudo-relevance feedback) and the candidates are
         ranked again. The notes the words came from keep their first scores: scored again by
         their own words they could only rise, and when they did, R@1 fell (LoCoMo turns 0.658
-        -> 0.611, bench/eval.py) while R@5 gained nothing more."""
+        -> 0.611, bench/eval.py) while R@5 gained nothing more. They keep the chunk they were
+        found by, too. Returns the ranking, the candidates' rows and the text hits by note."""
         cfg = self.cfg
         sources = scored[: cfg.expand_notes]
-        chunks = self.index.catalog.chunks(chunk_for[key] for _, key, _ in sources)
+        chunks = self.index.catalog.chunks(_chunk_of(key, text_best, vec_best, ent_best) for _, key, _ in sources)
         extra = self.index.fulltext.feedback_terms(tq, [c["text"] for c in chunks.values()], cfg.expand_terms,
                                                    cfg.expand_weight)
         if not extra:
-            return scored, notes, chunk_for
+            return scored, notes, text_best
         text_hits = self.index.fulltext.search(replace(tq, expansion=extra), n, allow, deny)
         if unknown:
             text_hits = self._spelled_like(tq, text_hits, unknown)
-        text_best = _best_per_note(text_hits)
-        again, more = self._rank(q, text_best, vec_best, ent_best, state, known=notes)
+        widened = _best_per_note(text_hits)
+        again, more = self._rank(q, widened, vec_best, ent_best, state, known=notes)
         kept = {key for _, key, _ in sources}
+        for key in kept:  # shown by the chunk the first look found them by
+            if key in text_best:
+                widened[key] = text_best[key]
+            else:
+                widened.pop(key, None)
         if q.explain:
             words = [term for term, _ in extra]
             for _, key, parts in sources + again:
@@ -273,10 +279,7 @@ class Searcher:
                 if key in kept:
                     parts["expansion_source"] = True
         merged = sorted(sources + [item for item in again if item[1] not in kept], key=lambda x: (-x[0], x[1]))
-        notes = {**more, **{key: notes[key] for key in kept}}
-        chunk_for = {**{key: _chunk_of(key, text_best, vec_best, ent_best) for key in more},
-                     **{key: chunk_for[key] for key in kept}}
-        return merged, notes, chunk_for
+        return merged, {**more, **{key: notes[key] for key in kept}}, widened
 
     def _spelled_like(self, tq: TextQuery, hits: list[tuple[str, str, float]], unknown: list[str]) -> list[tuple[str, str, float]]:
         """The text hits of a query with unknown words that match one of its other terms or
