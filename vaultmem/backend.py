@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from .client import Client, DaemonUnavailable, socket_path, socket_problem
+from .client import Client, DaemonUnavailable, UntrustedSocket, socket_path, socket_problem
 from .config import Settings
 from .errors import UsageError, VaultmemError
 from .query import check_unicode
@@ -36,7 +36,7 @@ class Backend:
         self.local = None
         self.note = ""  # said once the local index is open, so an error stays one line
         self.quiet = quiet
-        self.socket = socket_path(socket, settings.daemon.socket)
+        self.socket = socket_path(socket, settings.daemon.socket, settings.state_dir)
         self.state_dir = str(settings.state_dir) if explicit_state_dir else None
         if no_daemon:
             return
@@ -46,6 +46,10 @@ class Backend:
         try:
             self.client = Client(self.socket, timeout=3600)
             probe = self.client.request({"op": "ping", "state_dir": self.state_dir})
+        except UntrustedSocket as err:
+            self.client = None
+            self.note = f"vaultmem: {err}; answering in-process"
+            return
         except DaemonUnavailable:
             self.client = None
             self.note = f"vaultmem: no daemon at {self.socket}; answering in-process"

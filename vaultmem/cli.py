@@ -438,7 +438,7 @@ def _index_through_daemon(args: argparse.Namespace, settings, busy: IndexBusy) -
     from .client import DaemonUnavailable, call, socket_path
     from .config import default_config_path
 
-    sock = socket_path(None, settings.daemon.socket)
+    sock = socket_path(None, settings.daemon.socket, settings.state_dir)
     try:
         st = call(sock, {"op": "status"}, timeout=10)
     except (DaemonUnavailable, OSError, ValueError):
@@ -939,6 +939,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"vaultmem: error: argument {bad.encode('utf-8', 'surrogateescape')!r} is not UTF-8 text", file=sys.stderr)
         return 2
     args = parser.parse_args(argv)
+    from .private import restrict_umask
+
+    restrict_umask()  # what vaultmem keeps (state, cache, its socket, a note remembered) is the user's alone
     if not args.command:
         parser.print_help()
         return 2

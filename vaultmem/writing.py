@@ -70,7 +70,7 @@ def write_new(directory: Path, stem: str, text: str) -> Path:
     fd, name = tempfile.mkstemp(dir=directory, prefix=f".{stem[:40]}.", suffix=TEMP_SUFFIX)
     tmp = Path(name)
     try:
-        os.fchmod(fd, 0o644 & ~_umask())
+        os.fchmod(fd, 0o600)  # the user's alone, as the rest of what vaultmem writes (private.py)
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode("utf-8"))
             f.flush()
@@ -118,12 +118,6 @@ def sweep_temp(directory: Path, older_than: float = STALE_TEMP_SECONDS) -> list[
     if removed:
         log.info("removed %d temp file(s) left by an interrupted write in %s", len(removed), directory)
     return removed
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def replace_file(path: Path, content: str | bytes | Callable[[BinaryIO], object]) -> None:
