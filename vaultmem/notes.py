@@ -68,7 +68,7 @@ def note_key(vault: str, path: str) -> str:
 
 # Bump when parsing, chunking, index_text, embed_text or what the full-text index keeps of them
 # change: every note is then re-read (vectors of unchanged text are still reused by content hash).
-PIPELINE_VERSION = 22
+PIPELINE_VERSION = 23  # 23: secrets masked by the name of their key too (redact.py)
 
 CLAUDE_KEYS = {"name", "description", "type"}
 # Keys vaultmem interprets; every other frontmatter key is kept and shown as it is (`extra`).
