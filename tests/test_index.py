@@ -622,7 +622,7 @@ def test_a_damaged_index_is_said_and_made_again_from_the_notes(env):
     env.write("memory/b.md", note("cache", "Warm the cache first.\n"))
     env.sync()
     (env.state / "tantivy" / "meta.json").write_text("{garbage")
-    with pytest.raises(IndexMissingError, match="full-text index .* cannot be opened.*rebuild"):
+    with pytest.raises(IndexMissingError, match="full-text index .* cannot be opened.*`vaultmem index`"):
         VaultIndex(env.settings(), writable=False)
     report = env.sync()  # a writer makes it again from the notes; the vectors are reused
     assert (report.updated, report.chunks_embedded) == (2, 0)
@@ -630,12 +630,11 @@ def test_a_damaged_index_is_said_and_made_again_from_the_notes(env):
 
     for f in (env.state / "lance").rglob("data/*.lance"):
         f.unlink()
-    with pytest.raises(IndexMissingError, match=r"vector index .* cannot be read .*reindex --rebuild"):
+    with pytest.raises(IndexMissingError, match=r"vector index .* cannot be read .*`vaultmem index`"):
         env.query("ship")
     assert [h.path for h in env.query("ship", mode="text")] == ["memory/a.md"], "text search still answers"
-    with VaultIndex(env.settings(), writable=True) as idx:
-        idx.rebuild()
-        idx.sync(list(env.settings().vaults))
+    report = env.sync()  # the sync finds the table does not hold the catalog's chunks, and makes it again
+    assert set(report.repaired) == {"vectors"} and report.chunks_embedded == 2
     assert [h.path for h in env.query("ship")][:1] == ["memory/a.md"]
 
 
@@ -643,14 +642,14 @@ def test_a_damaged_catalog_is_moved_aside_and_the_index_made_again(env):
     """A catalog whose bytes are not a database stopped every writer with "cannot open"; the
     daemon could never start again. A writer now keeps the damaged file (renamed) and rebuilds
     from the notes; a reader still says what is wrong."""
-    from vaultmem.errors import DatabaseUnreadable
+    from vaultmem.errors import IndexDamagedError
     env.write("memory/a.md", note("deploy", "Deploy with make ship.\n"))
     env.sync()
     catalog = env.state / "catalog.sqlite3"
     catalog.write_bytes(b"\x13garbage, not SQLite" * 50)
     for side in ("-wal", "-shm"):
         Path(f"{catalog}{side}").unlink(missing_ok=True)
-    with pytest.raises(DatabaseUnreadable, match="file is not a database"):
+    with pytest.raises(IndexDamagedError, match="file is not a database.*`vaultmem index`"):
         VaultIndex(env.settings(), writable=False)
     report = env.sync()
     assert report.added == 1
@@ -658,16 +657,24 @@ def test_a_damaged_catalog_is_moved_aside_and_the_index_made_again(env):
     assert [p.name.split("-")[0] for p in env.state.glob("catalog.sqlite3.damaged-*")] == ["catalog.sqlite3.damaged"]
 
 
-def test_damaged_usage_records_are_never_moved_and_the_message_says_how(env):
-    from vaultmem.errors import DatabaseUnreadable
+def test_damaged_usage_records_are_kept_aside_and_start_afresh(env, caplog):
+    """Retrievals and feedback cannot be made again from the notes, so the damaged file is kept,
+    byte for byte, under another name (for `sqlite3 FILE .recover`); failing instead, every
+    query failed, and a daemon could not start at all."""
     from vaultmem.usage import Usage
     env.write("memory/a.md", note("a", "alpha\n"))
     env.sync()
     usage = env.state / "usage.sqlite3"
-    usage.write_bytes(b"\x13not sqlite at all" * 50)
-    with pytest.raises(DatabaseUnreadable, match=r"file is not a database; .*move it aside \(mv "):
-        Usage(env.state)
-    assert usage.read_bytes().startswith(b"\x13not sqlite"), "left as it was"
+    garbage = b"\x13not sqlite at all" * 50
+    usage.write_bytes(garbage)
+    u = Usage(env.state)
+    try:
+        u.record([("v:memory/a.md", 1.0)])
+    finally:
+        u.close()
+    [kept] = env.state.glob("usage.sqlite3.damaged-*")
+    assert kept.read_bytes() == garbage
+    assert "kept as usage.sqlite3.damaged-" in caplog.text and ".recover" in caplog.text
 
 
 def test_claude_codes_directory_by_another_name_has_its_rules_found(tmp_path, monkeypatch):

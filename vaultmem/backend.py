@@ -9,19 +9,15 @@ import sys
 
 from .client import Client, DaemonUnavailable, UntrustedSocket, socket_path, socket_problem
 from .config import Settings
-from .errors import UsageError, VaultmemError
+from .errors import UsageError, VaultmemError, exit_code_of
 from .query import check_unicode
-
-ERROR_CODES = {"UsageError": 2, "ConfigError": 2, "IndexMissingError": 3, "EmbedderMismatchError": 4,
-               "EmbedderError": 5, "DiskFullError": 6}
-
 
 class DaemonError(VaultmemError):
     """An error the daemon answered with; keeps its exit-code meaning."""
 
     def __init__(self, response: dict):
         super().__init__(response.get("error") or "the daemon answered with an error")
-        self.exit_code = ERROR_CODES.get(str(response.get("code")), 2)
+        self.exit_code = exit_code_of(str(response.get("code")))
 
 
 class Backend:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .errors import DiskFullError, IndexBusy, UsageError, VaultmemError, is_disk_full
+from .errors import DiskFullError, IndexBusy, IndexDamagedError, UsageError, VaultmemError, is_disk_full
 
 EPILOG = """exit codes: 0 ok, 1 query found nothing / inventory has findings / forget declined,
 2 usage or config error, 3 no index yet, 4 embedder changed (run `vaultmem index --rebuild`),
@@ -965,7 +965,13 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as err:
+        import sqlite3
+
         full = is_disk_full(err)
+        if isinstance(err, sqlite3.DatabaseError) and not full:  # a page gone bad after it was opened
+            print(f"vaultmem: error: a database of the index is damaged ({err}): `vaultmem index` checks the index "
+                  "and makes it again from the notes", file=sys.stderr)
+            return IndexDamagedError.exit_code
         if not (full or isinstance(err, OSError)):  # a bug: its traceback is what a report needs
             raise
         if args.debug:

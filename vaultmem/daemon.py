@@ -41,7 +41,7 @@ from .catalog import indexed_vaults
 from .client import DAEMON_RECORD, Client, DaemonUnavailable, daemon_record, socket_problem
 from .config import Settings, Vault, default_config_path
 from .embedders import private_cache
-from .errors import UsageError, VaultmemError, is_disk_full
+from .errors import IndexDamagedError, UsageError, VaultmemError, is_disk_full
 from .index import SyncReport, VaultIndex, embedder_identity
 from .query import check_unicode
 from .links import LinkMap
@@ -483,7 +483,7 @@ class Daemon:
         self.links = LinkMap()  # notes that are symlinks, or in a symlinked folder: where they live
         self._link_watches: dict[tuple[str, bool], Any] = {}  # (real directory, recursive) -> watch
         self._links_unwatched = 0  # directories past MAX_LINK_WATCHES
-        self._reopen_reader = False
+        self._writer_resets = 0  # the writer's count of engines made anew, as the reader last opened them
         self.imported: dict[str, frozenset[str]] = {}  # vault -> the files its CLAUDE.md files import
 
     # -------------------------------------------------------------- life cycle
@@ -547,6 +547,7 @@ class Daemon:
                             "indexed and not updated; `vaultmem reindex --drop-vault %s` takes them out",
                             v.name, v.root, v.name)
         self.reader = VaultIndex(self.settings, writable=False, share_vectors_of=self.writer, model_cache=private_cache())
+        self._writer_resets = self.writer.resets
         self.usage = Usage(self.settings.state_dir)
         self.searcher = Searcher(self.reader, self.usage)
         self.ctx = _Context(self)
@@ -1018,12 +1019,12 @@ class Daemon:
 
     def _refresh(self) -> None:
         with self.read_lock:
-            assert self.reader is not None
-            if self._reopen_reader:
+            assert self.reader is not None and self.writer is not None
+            if self.writer.resets != self._writer_resets:  # an engine was made anew: the files it read are gone
+                self._writer_resets = self.writer.resets
                 self.reader.close()
                 self.reader = VaultIndex(self.settings, writable=False, share_vectors_of=self.writer)
                 self.searcher = Searcher(self.reader, self.usage)
-                self._reopen_reader = False
             else:
                 self.reader.refresh()
             self.generation += 1
@@ -1050,6 +1051,8 @@ class Daemon:
             check_unicode(req)
             out = handler(req)
         except VaultmemError as err:
+            if isinstance(err, IndexDamagedError):  # the next reconcile's check finds it and makes it again
+                self.enqueue(Work("reconcile", reason="a query found the index unreadable"))
             return {"ok": False, "code": type(err).__name__, "error": str(err)}
         except Exception as err:  # a request must never take the daemon down
             log.exception("request %r failed", op)
@@ -1116,7 +1119,6 @@ class Daemon:
         elif req.get("rebuild"):
             def rebuild(idx: VaultIndex) -> dict:
                 idx.rebuild()
-                self._reopen_reader = True  # its files were just deleted
                 with bulk_heap():
                     return idx.sync(list(self.vaults.values())).__dict__
             work = self.enqueue(Work("call", fn=rebuild, done=threading.Event()))

@@ -29,6 +29,11 @@ class IndexMissingError(VaultmemError):
     exit_code = 3
 
 
+class IndexDamagedError(IndexMissingError):
+    """A part of the index does not hold what the catalog says, or cannot be read: derived
+    data, which `vaultmem index` checks and makes again from the notes."""
+
+
 class IndexBusy(VaultmemError):
     """Another process (a daemon, another `vaultmem index`) holds the index's writer lock."""
 
@@ -85,3 +90,10 @@ def is_disk_full(err: BaseException | None) -> bool:
             return True
         err = err.__cause__ or err.__context__
     return False
+
+
+def exit_code_of(name: str) -> int:
+    """The exit code of the error class called `name` (as the daemon names an error in its
+    answer); 2 for a name that is no error of vaultmem's."""
+    cls = globals().get(name)
+    return cls.exit_code if isinstance(cls, type) and issubclass(cls, VaultmemError) else 2

@@ -14,6 +14,7 @@ code; user text never reaches Tantivy's query parser.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
@@ -23,8 +24,9 @@ from pathlib import Path
 
 import tantivy
 
+from . import integrity
 from .notes import Chunk, Note, index_text
-from .errors import IndexMissingError
+from .errors import IndexDamagedError, IndexMissingError, VaultmemError
 from .text import (CJK_RUN, MAX_WORD_CHARS, STOP_WORDS, WORD, bigrams, canonical_words, cjk_runs, gram_tokens,
                    normalize, query_words, script_segments, split_identifiers, trigrams, word_trigrams)
 
@@ -74,6 +76,9 @@ def _has_digit(word: str) -> bool:
     return any(c.isdigit() for c in word)
 
 
+FIELDS = ("chunk", "note", "words", "grams", "entities", "tri")
+
+
 def _schema() -> tantivy.Schema:
     b = tantivy.SchemaBuilder()
     b.add_text_field("chunk", stored=True, tokenizer_name="raw")
@@ -96,6 +101,27 @@ def _words_analyzer() -> tantivy.TextAnalyzer:
     )
 
 
+def _reads(method):
+    """A method that reads the index: when Tantivy cannot (a segment file damaged on disk: an
+    error, or a Rust panic, which Python sees as a BaseException), the error says so and what
+    to do, in one line."""
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        if self.damaged:  # found by integrity.py: its answers would not be the notes'
+            raise IndexDamagedError(self.damaged)
+        try:
+            return method(self, *args, **kwargs)
+        except (KeyboardInterrupt, SystemExit, GeneratorExit, VaultmemError):
+            raise
+        except BaseException as err:
+            first = (str(err).splitlines() or [type(err).__name__])[0][:200]
+            integrity.say_unreadable(self.directory.parent, "fulltext", first)
+            raise IndexDamagedError(f"the full-text index in {self.directory} cannot be read ({first}); "
+                                    "`vaultmem index` makes it again from the notes (--mode vector answers "
+                                    "meanwhile)") from err
+    return wrapper
+
+
 @dataclass(frozen=True)
 class TextQuery:
     """A query's text part, analysed once: scored terms and required phrases."""
@@ -115,20 +141,25 @@ class FullText:
         (`was_reset` tells the caller to re-add every note; it is derived data), and refused
         otherwise."""
         directory.mkdir(parents=True, exist_ok=True)
+        self.directory = directory
+        self.damaged: str | None = None  # why its answers cannot be trusted (integrity.py), once found
         self.schema = _schema()
-        self.was_reset = False
+        self.was_reset = ""  # why it was emptied when opened, if it was
         try:
             self.index = tantivy.Index(self.schema, path=str(directory), reuse=True)
-        except ValueError as err:
-            why = "has an older layout" if "schema does not match" in str(err) else f"cannot be opened ({err})"
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except BaseException as err:  # ValueError, or a Rust panic on a damaged file
+            first = (str(err).splitlines() or [type(err).__name__])[0][:200]
+            why = "has an older layout" if "schema does not match" in first else f"cannot be opened ({first})"
             if not writable:
-                raise IndexMissingError(f"the full-text index in {directory.parent} {why}; "
-                                        "run `vaultmem index` (or restart the daemon) to rebuild it") from None
+                raise IndexDamagedError(f"the full-text index in {directory.parent} {why}; "
+                                        "`vaultmem index` (or a restart of the daemon) makes it again") from None
             log.warning("the full-text index in %s %s; it is made again from the notes", directory.parent, why)
             shutil.rmtree(directory)
             directory.mkdir()
             self.index = tantivy.Index(self.schema, path=str(directory), reuse=True)
-            self.was_reset = True
+            self.was_reset = why
         self.analyzer = _words_analyzer()
         self.index.register_tokenizer(WORDS_TOKENIZER, self.analyzer)
         self._writer: tantivy.IndexWriter | None = None
@@ -299,6 +330,7 @@ class FullText:
         clauses.extend(self._filters(allow, deny))
         return tantivy.Query.boolean_query(clauses)
 
+    @_reads
     def feedback_terms(self, tq: TextQuery, texts: list[str], limit: int, weight: float) -> tuple[tuple[str, float], ...]:
         """Pseudo-relevance feedback: the `limit` word terms that most set `texts` (the best notes
         of a first look) apart, as (term, boost) for TextQuery.expansion. A term scores its share
@@ -329,6 +361,7 @@ class FullText:
             return ()
         return tuple((term, weight * s / best[0][0]) for s, term in best)
 
+    @_reads
     def unknown_words(self, tq: TextQuery) -> list[str]:
         """The query words (four letters or more, no digit) whose term no note has, looked up by
         trigrams: the LOOSE_MAX_WORDS longest, in query order."""
@@ -341,6 +374,7 @@ class FullText:
             unknown = [w for w in unknown if w in longest][:LOOSE_MAX_WORDS]
         return unknown
 
+    @_reads
     def matched_exactly(self, tq: TextQuery, chunks: set[str]) -> set[str]:
         """Those of `chunks` that the query's own terms match (its words, CJK text, phrases),
         leaving out the trigram lookup of unknown words."""
@@ -384,6 +418,7 @@ class FullText:
             out.append((tantivy.Occur.MustNot, tantivy.Query.term_set_query(self.schema, "note", sorted(deny))))
         return out
 
+    @_reads
     def search(self, tq: TextQuery, limit: int, allow: set[str] | None = None,
                deny: set[str] | None = None) -> list[tuple[str, str, float]]:
         """(chunk id, note key, BM25 score), best first. When quoted phrases match nothing,
@@ -418,6 +453,7 @@ class FullText:
             out.append((doc.get_first("chunk"), doc.get_first("note"), float(score)))
         return out
 
+    @_reads
     def entity_search(self, names: list[str], limit: int, allow: set[str] | None = None,
                       deny: set[str] | None = None) -> list[tuple[str, str, float]]:
         """Chunks of notes that name any of the entities. Score: the sum over matched entities
@@ -442,5 +478,18 @@ class FullText:
             lambda a, d: tantivy.Query.boolean_query([(tantivy.Occur.Must, any_of)] + self._filters(a, d)),
             limit, allow, deny)
 
+    @_reads
     def num_docs(self) -> int:
         return self.index.searcher().num_docs
+
+    @_reads
+    def find_chunks(self, ids: list[str]) -> set[str]:
+        """Those of the chunk ids the index holds, each read back from the document store (a
+        check that the index holds what the catalog says: integrity.py)."""
+        searcher = self.index.searcher()
+        for field in FIELDS:  # opens each field's term dictionary in every segment
+            searcher.doc_freq(field, "\x00")
+        if not ids:
+            return set()
+        return {cid for cid, _, _ in self._run(tantivy.Query.term_set_query(self.schema, "chunk", sorted(ids)),
+                                               2 * len(ids))}

@@ -16,6 +16,7 @@ import functools
 import hashlib
 import logging
 import os
+import sqlite3
 import sys
 import threading
 import time
@@ -28,10 +29,11 @@ import numpy as np
 from .catalog import Catalog, FileState, chunk_id
 from .config import Settings, Vault, nest
 from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
-from .errors import DatabaseUnreadable, DiskFullError, IndexBusy, IndexMissingError, UsageError, VaultmemError, is_disk_full
+from .errors import (DatabaseUnreadable, DiskFullError, IndexBusy, IndexDamagedError, IndexMissingError, UsageError,
+                     VaultmemError, is_disk_full)
 from .fulltext import FullText
 from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
-from . import imports, private, writing
+from . import imports, integrity, private, writing
 from .scan import ScannedFile, is_note_path, is_under, scan_vault, stat_file
 
 log = logging.getLogger(__name__)
@@ -52,6 +54,7 @@ class SyncReport:
     problems: dict[str, str] = field(default_factory=dict)
     moved: dict[str, str] = field(default_factory=dict)  # old key -> new key: same bytes, new path
     missing: list[str] = field(default_factory=list)  # vaults whose directory was not there: kept
+    repaired: dict[str, str] = field(default_factory=dict)  # engine -> why it was made anew (integrity.py)
 
     @property
     def changes(self) -> int:
@@ -64,7 +67,14 @@ class SyncReport:
             f"{self.chunks_reused} reused; {self.seconds:.2f}s"
         ) + (f"; {len(self.moved)} moved" if self.moved else "") + (
             f"; superseded_by line updated in {self.marked} note{'s' if self.marked != 1 else ''}" if self.marked else "") + (
-            f"; vault {', '.join(self.missing)} not found, its notes kept as last indexed" if self.missing else "")
+            f"; vault {', '.join(self.missing)} not found, its notes kept as last indexed" if self.missing else "") + (
+            f"; made again from the notes: the {' and the '.join(integrity.PART[p] for p in self.repaired)}"
+            if self.repaired else "")
+
+
+def _catalog_damaged(path: Path, why: str) -> IndexDamagedError:
+    return IndexDamagedError(f"the catalog {path} is damaged ({why}); `vaultmem index` moves it aside and makes "
+                             "the index again from the notes")
 
 
 def _writes(method):
@@ -118,12 +128,16 @@ class VaultIndex:
     """An opened state directory. `writable` takes the writer lock (one writer at a time)."""
 
     def __init__(self, settings: Settings, writable: bool = False, share_vectors_of: "VaultIndex | None" = None,
-                 model_cache: Path | None = None):
+                 model_cache: Path | None = None, verify: bool = False):
         """`share_vectors_of`: use another VaultIndex's vector table (the daemon's reader shares
         the writer's, so its in-memory copy is always the one just written). `model_cache`: a
         directory where the embedder may keep a file to map part of its model from (the daemon
-        passes one; a short-lived command has no use for it)."""
+        passes one; a short-lived command has no use for it). `verify`: a reader checks that
+        each engine holds what the catalog says (the full-text index now, the vector table
+        when first opened) and an engine that does not refuses to answer (check); the daemon's
+        reader needs none, its writer checks after every full sync."""
         self.settings = settings
+        self.verify = verify and not writable
         self.state_dir = settings.state_dir
         self.writable = writable
         catalog_path = self.state_dir / "catalog.sqlite3"
@@ -140,12 +154,11 @@ class VaultIndex:
         elif not catalog_path.exists():
             raise IndexMissingError(
                 f"no index in {self.state_dir}; run `vaultmem index --vault DIR --state-dir {self.state_dir}` first")
+        self._repaired: dict[str, str] = {}  # what opening made anew (said by the next sync's report)
         self.catalog = self._open_catalog(catalog_path)
         self.fulltext = FullText(self.state_dir / "tantivy", writable=writable)
-        if self.catalog.was_reset and writable:  # said why where it was found
-            self.rebuild()
-        elif self.fulltext.was_reset:  # vectors and catalog stand: the next sync re-reads every note
-            self.catalog.set_meta("pipeline", "")
+        self.resets = 0  # how often an engine was made anew (a reader of its files must open them again)
+        self.damaged: dict[str, str] = {}  # a reader's engines that do not hold what the catalog says
         self._vectors = None
         # opened on first use, by the writer thread or a query: the daemon's first start made the
         # table twice when a query came during its first index ("Table 'chunks' already exists")
@@ -155,24 +168,47 @@ class VaultIndex:
         self._model_cache = model_cache
         self._marking = False  # re-reading the notes mark_superseded wrote
         self._unmarkable: dict[str, str] = {}  # note -> the content mark_superseded gave up on
+        if self.verify:
+            self.check(parts=("fulltext",))
+        if self.catalog.was_reset and writable:  # said why where it was found
+            self.rebuild()
+        elif self.fulltext.was_reset:  # vectors and catalog stand: the next sync re-reads every note
+            self.catalog.set_meta("pipeline", "")
+            self._repaired["fulltext"] = self.fulltext.was_reset
 
     def _open_catalog(self, path: Path) -> Catalog:
         """The catalog; a writer that finds it damaged on disk (SQLite: "file is not a database")
         moves it aside and starts a new one, which rebuilds the index from the notes: the
         catalog is derived from them. Failing instead, the daemon could never start again."""
         try:
-            return Catalog(path, writer=self.writable)
+            catalog = Catalog(path, writer=self.writable)
         except DatabaseUnreadable as err:
-            if not (self.writable and err.damaged):
+            if not err.damaged:
                 raise
+            if not self.writable:
+                raise _catalog_damaged(path, str(err).rsplit(": ", 1)[-1]) from None
+            why = "not a database"
+        except sqlite3.DatabaseError as err:  # a page read while it was opened
+            if not self.writable:
+                raise _catalog_damaged(path, str(err)) from None
+            why = str(err)
+        else:
+            # a writer reads every page once (SQLite reads a page only when a query reaches it: a
+            # page of garbage gave a traceback at the first query to touch it, and `index
+            # --rebuild` deleted both engines before it failed on the catalog)
+            why = integrity.catalog_problem(catalog.db) if self.writable else None
+            if not why:
+                return catalog
+            catalog.close()
         aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
         os.replace(path, aside)
         for side in ("-wal", "-shm"):
             Path(f"{path}{side}").unlink(missing_ok=True)
-        log.warning("the catalog %s is damaged (not a database); moved to %s, and the index is made again from "
-                    "the notes", path, aside.name)
+        log.warning("the catalog %s is damaged (%s); moved to %s, and the index is made again from the notes",
+                    path, why, aside.name)
         catalog = Catalog(path, writer=True)
         catalog.was_reset = True
+        self._repaired["catalog"] = f"was damaged ({why}); kept as {aside.name}"
         return catalog
 
     def _take_lock(self) -> None:
@@ -233,8 +269,54 @@ class VaultIndex:
                     ident, dim = embedder_identity(self.settings)
                     if not dim:
                         ident, dim = self.embedder.id, self.embedder.dim
-                    self._vectors = Vectors(self.state_dir / "lance", ident, dim, self.settings.embedder.vector_dtype)
+                    vectors = Vectors(self.state_dir / "lance", ident, dim, self.settings.embedder.vector_dtype,
+                                      writable=self.writable)
+                    self._vectors = vectors
+                    if self.verify:  # a reader's table is checked when it is first opened
+                        self.check(parts=("vectors",))
         return self._vectors
+
+    @property
+    def vectors_open(self) -> bool:
+        return self._vectors is not None or self._vectors_owner is not None
+
+    def _wrote_vectors(self) -> None:
+        """Keep in the catalog what the vector table's files are now (integrity.vector_files)."""
+        self.catalog.set_meta("vector_files", integrity.vector_files(self.state_dir / "lance"))
+
+    def check(self, sample: int = integrity.SAMPLE_CHUNKS, parts: tuple[str, ...] = integrity.ENGINES) -> dict[str, str]:
+        """{"fulltext" | "vectors": why} for each engine among `parts` that does not hold what
+        the catalog says (integrity.py). A reader's engine found so refuses to answer from then
+        on, with a line that says what to run."""
+        problems = integrity.engine_problems(self, sample, parts)
+        if not self.writable:
+            for part in parts:
+                engine = self.fulltext if part == "fulltext" else self.vectors
+                engine.damaged = integrity.damaged(self.state_dir, part, problems[part]) if part in problems else None
+            self.damaged.update(problems)
+        return problems
+
+    def repair(self, problems: dict[str, str], say: bool = True) -> None:
+        """Make the engines in `problems` anew, empty; the next sync reads every note again
+        (the vectors of unchanged text are reused from a table that stands)."""
+        import shutil
+
+        assert self.writable
+        for part, why in problems.items() if say else ():
+            log.warning("the %s in %s %s: it is made again from the notes", integrity.PART[part], self.state_dir, why)
+        if "fulltext" in problems:
+            self.fulltext.close()
+            shutil.rmtree(self.state_dir / "tantivy", ignore_errors=True)
+            self.fulltext = FullText(self.state_dir / "tantivy")
+        if "vectors" in problems:
+            self._vectors = None
+            shutil.rmtree(self.state_dir / "lance", ignore_errors=True)
+            self.catalog.set_meta("vector_files", "")
+        for part in problems:
+            integrity.forget_unreadable(self.state_dir, part)
+        if problems:
+            self.resets += 1
+            self.catalog.set_meta("pipeline", "")
 
     def vaults(self) -> list[Vault]:
         """Every vault in the index (each owning its files but those of a served vault nested
@@ -284,7 +366,7 @@ class VaultIndex:
         """See what another VaultIndex on the same state dir has committed since."""
         self.fulltext.index.reload()
         if self._vectors is not None:
-            self._vectors.table.checkout_latest()
+            self._vectors.refresh()
 
     @_writes
     def optimize(self) -> None:
@@ -292,6 +374,7 @@ class VaultIndex:
         no segment uses. Run by the writer only."""
         assert self.writable
         self.vectors.optimize()
+        self._wrote_vectors()
         self.fulltext.garbage_collect()
 
     # -------------------------------------------------------------- sync
@@ -302,8 +385,33 @@ class VaultIndex:
         """Bring the index in line with every file of `vaults` (default: every known vault).
         A vault whose directory is not there (an unmounted drive, a checkout moved aside) is
         left as last indexed, not read as every note deleted: re-embedding it all when it is
-        back would take minutes, and its notes stay findable meanwhile (`report.missing`)."""
+        back would take minutes, and its notes stay findable meanwhile (`report.missing`).
+        Then check that each engine holds what the catalog says (integrity.py): one that does
+        not, or that failed to be read during the sync, is made anew and the sync runs again
+        (`report.repaired` says what was)."""
         assert self.writable, "sync needs a writable index"
+        repaired, self._repaired = self._repaired, {}
+        for attempt in (1, 2):
+            try:
+                report = self._sync(vaults, progress)
+            except IndexDamagedError as err:
+                problems = self.check() or {"fulltext" if "full-text" in str(err) else "vectors": str(err)}
+            else:
+                problems = self.check()
+                if not problems:
+                    if self.vectors_open:  # checked: what its files are now is what this index holds
+                        self._wrote_vectors()
+                    report.repaired = repaired
+                    return report
+            if attempt == 2:
+                raise IndexDamagedError(f"the index in {self.state_dir} does not hold what its catalog says even "
+                                        f"after it was made again: {'; '.join(problems.values())}")
+            self.repair(problems)
+            repaired.update(problems)
+        raise AssertionError("unreachable")
+
+    def _sync(self, vaults: list[Vault] | None,
+              progress: Callable[[int, int, int], None] | None) -> SyncReport:
         started = time.perf_counter()
         vaults = list(vaults) if vaults is not None else self.vaults()
         report = SyncReport()
@@ -608,6 +716,7 @@ class VaultIndex:
                 rows.extend((cid, note.key, h, have[h]) for cid, h in zip(ids, hs))
             self.fulltext.commit()
             self.vectors.replace(set(keys) | set(gone), rows)
+            self._wrote_vectors()
         self.catalog.write(
             [(n, s.size, s.mtime_ns, d, hs) for (n, s, d), hs in zip(notes, hashes)], skipped, gone, keys + gone,
             same, chains)
@@ -617,13 +726,7 @@ class VaultIndex:
     @_writes
     def rebuild(self) -> None:
         """Forget everything indexed (not the vault list): the next sync re-reads every file."""
-        import shutil
-
-        self.fulltext.close()
-        self._vectors = None
-        for sub in ("tantivy", "lance"):
-            shutil.rmtree(self.state_dir / sub, ignore_errors=True)
-        self.fulltext = FullText(self.state_dir / "tantivy")
+        self.repair({"fulltext": "", "vectors": ""}, say=False)
         self.catalog.clear()
 
     def status(self) -> dict:

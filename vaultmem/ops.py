@@ -10,10 +10,12 @@ writing.py, and only by remember and forget --delete.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import math
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any, Callable, TypeVar
@@ -21,7 +23,7 @@ from typing import Any, Callable, TypeVar
 from . import writing
 from .catalog import written_at
 from .config import Settings, Vault
-from .errors import UsageError, VaultmemError
+from .errors import IndexDamagedError, UsageError, VaultmemError
 from .index import VaultIndex
 from .query import Query, build_query, list_field, number_field, text_field
 from .scan import is_note_path
@@ -334,6 +336,17 @@ def inventory(ctx: Context, req: dict) -> dict:
 # ------------------------------------------------------------------ in this process
 
 
+@contextlib.contextmanager
+def _catalog_pages(settings: Settings):
+    """A page of the catalog gone bad (SQLite reads a page only when a query reaches it; a
+    writer checks them all when it opens: integrity.catalog_problem) is said in one line."""
+    try:
+        yield
+    except sqlite3.DatabaseError as err:
+        raise IndexDamagedError(f"the catalog in {settings.state_dir} is damaged ({err}); `vaultmem index` moves it "
+                                "aside and makes the index again from the notes") from None
+
+
 class LocalContext(Context):
     """The index opened in this process (the CLI without a daemon). Opened on first use, for
     writing if the first operation writes; `on_open` is called once it is open."""
@@ -356,7 +369,7 @@ class LocalContext(Context):
             return self.index
         if self.index is not None:
             self.index.close()
-        self.index = VaultIndex(self.settings, writable=writable)
+        self.index = VaultIndex(self.settings, writable=writable, verify=True)
         self.searcher = Searcher(self.index, self.usage)
         if self._on_open is not None:
             self._on_open()
@@ -364,11 +377,14 @@ class LocalContext(Context):
         return self.index
 
     def read(self, fn):
-        idx = self.open(False)
-        return fn(idx, self.searcher)
+        with _catalog_pages(self.settings):
+            idx = self.open(False)
+            return fn(idx, self.searcher)
 
     def write(self, fn):
-        return fn(self.open(True))
+        with _catalog_pages(self.settings):
+            return fn(self.open(True))
+
 
     def close(self) -> None:
         if self.index is not None:

@@ -10,6 +10,7 @@ Keys are note keys (`vault:path`). Thread-safe: one connection behind a lock.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import threading
 import time
@@ -49,13 +50,21 @@ class Usage:
         path = state_dir / "usage.sqlite3"
         try:
             self.db = connect(path)
-        except DatabaseUnreadable as err:
-            if not err.damaged:
+            self.db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except (DatabaseUnreadable, sqlite3.DatabaseError) as err:
+            if isinstance(err, DatabaseUnreadable) and not err.damaged:
                 raise
-            # unlike the catalog, never moved aside by vaultmem: these records are not derivable
-            raise DatabaseUnreadable(f"{err}; it holds retrievals, feedback and retirements, which the notes "
-                                     f"cannot give back: move it aside (mv {path} {path}.damaged) to start them "
-                                     "afresh", damaged=True) from None
+            # these records are not derivable from the notes: the damaged file is kept, renamed,
+            # for `sqlite3 FILE .recover`, and the records start afresh, so that every query does
+            # not fail on them (a daemon that cannot start serves nobody)
+            aside = path.with_name(f"{path.name}.damaged-{time.strftime('%Y%m%d-%H%M%S')}")
+            os.replace(path, aside)
+            for side in ("-wal", "-shm"):
+                Path(f"{path}{side}").unlink(missing_ok=True)
+            log.warning("the usage records %s are damaged (%s): kept as %s (`sqlite3 %s .recover` may save them); "
+                        "retrievals, feedback and retirements start afresh", path, str(err).rsplit(": ", 1)[-1],
+                        aside.name, aside)
+            self.db = connect(path)
         self.lock = threading.Lock()
         self._retired: tuple[tuple[int, int], dict[str, float]] | None = None
         self._own_changes = 0

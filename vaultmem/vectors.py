@@ -74,7 +74,8 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 from lancedb.index import IvfPq  # noqa: E402
 
-from .errors import EmbedderMismatchError, IndexMissingError, VaultmemError  # noqa: E402
+from . import integrity  # noqa: E402
+from .errors import EmbedderMismatchError, IndexDamagedError, VaultmemError  # noqa: E402
 
 log = logging.getLogger(__name__)
 # Arrow's default pool (jemalloc) keeps freed memory for reuse; the daemon loads the table once
@@ -162,22 +163,34 @@ def _reads(method):
     the table is derived from them: `vaultmem reindex --rebuild` makes it again."""
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
+        if self.damaged:  # found by integrity.py: its answers would not be the notes'
+            raise IndexDamagedError(self.damaged)
         try:
             return method(self, *args, **kwargs)
         except VaultmemError:
             raise
-        except (RuntimeError, OSError, pa.ArrowException) as err:
-            first = str(err).splitlines()[0] if str(err) else type(err).__name__
-            raise IndexMissingError(f"the vector index in {self.directory} cannot be read ({first}); "
-                                    "`vaultmem reindex --rebuild` makes it again from the notes (text search "
-                                    "works meanwhile: --mode text)") from err
+        except (RuntimeError, OSError, ValueError, pa.ArrowException) as err:
+            damage = _unreadable(self.directory, err)
+            integrity.say_unreadable(self.directory.parent, "vectors", str(damage.__cause__ or err).split("\n")[0])
+            raise damage from err
     return wrapper
 
 
+def _unreadable(directory: Path, err: BaseException) -> IndexDamagedError:
+    first = (str(err).splitlines() or [type(err).__name__])[0][:200]
+    return IndexDamagedError(f"the vector index in {directory} cannot be read ({first}); `vaultmem index` "
+                             "makes it again from the notes (--mode text answers meanwhile)")
+
+
 class Vectors:
-    def __init__(self, directory: Path, embedder_id: str, dim: int, dtype: str = "float16"):
-        directory.mkdir(parents=True, exist_ok=True)
+    def __init__(self, directory: Path, embedder_id: str, dim: int, dtype: str = "float16", writable: bool = True):
+        """Open the table in `directory`, made when missing if `writable`; a reader finds no
+        table as an empty one (`table` None), which the integrity check holds against the
+        catalog. A table that cannot be opened raises IndexDamagedError."""
+        if writable:
+            directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
+        self.damaged: str | None = None  # why its answers cannot be trusted (integrity.py), once found
         # bounded caches: with the defaults, every commit's metadata stayed cached and the daemon
         # grew by ~135 MB over 300 single-note edits
         session = lancedb.Session(index_cache_size_bytes=INDEX_CACHE_BYTES,
@@ -195,8 +208,14 @@ class Vectors:
             ],
             metadata={"embedder": embedder_id, "dim": str(dim), "dtype": dtype},
         )
-        if TABLE in self.db.list_tables().tables:
-            self.table = self.db.open_table(TABLE)
+        self.table = None
+        try:
+            exists = directory.is_dir() and TABLE in self.db.list_tables().tables
+            if exists:
+                self.table = self.db.open_table(TABLE)
+        except (RuntimeError, OSError, ValueError, pa.ArrowException) as err:
+            raise _unreadable(directory, err) from err
+        if self.table is not None:
             meta = {k.decode(): v.decode() for k, v in (self.table.schema.metadata or {}).items()}
             if meta.get("embedder") != embedder_id or meta.get("dim") != str(dim):
                 raise EmbedderMismatchError(
@@ -204,7 +223,7 @@ class Vectors:
                     f"({meta.get('dim')}-d), but {embedder_id} ({dim}-d) is configured; "
                     f"run `vaultmem index --rebuild` to re-embed every note"
                 )
-        else:
+        elif writable:
             self.table = self.db.create_table(TABLE, schema=self.schema)
         self._memory: _Memory | None = None
         self._memory_lock = threading.Lock()
@@ -212,12 +231,12 @@ class Vectors:
 
     @_reads
     def count(self) -> int:
-        return self.table.count_rows()
+        return self.table.count_rows() if self.table is not None else 0
 
     @_reads
     def vectors_for_hashes(self, hashes: set[str]) -> dict[str, np.ndarray]:
         """Stored vectors by content hash, so unchanged text is never embedded twice."""
-        if not hashes:
+        if not hashes or self.table is None:
             return {}
         if self._memory is not None:  # rows of deleted notes stay in memory too: still valid vectors
             memory = self._memory
@@ -261,7 +280,8 @@ class Vectors:
     def _memory_view(self):
         with self._memory_lock:
             if self._memory is None:
-                got = self.table.to_arrow().select(["chunk", "note", "hash", "vector"])
+                got = (self.table.to_arrow() if self.table is not None else self.schema.empty_table()).select(
+                    ["chunk", "note", "hash", "vector"])
                 flat = got["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
                 matrix = np.asarray(flat, dtype=np.float32).reshape(-1, self.dim)
                 self._memory = _Memory(got["chunk"].to_pylist(), got["note"].to_pylist(),
@@ -347,6 +367,21 @@ class Vectors:
                     distance_type="cosine", num_partitions=max(1, int(rows ** 0.5)),
                     num_sub_vectors=_sub_vectors(self.dim)))
                 log.info("built the vector index in %.0f s", time.perf_counter() - t)
+
+    @_reads
+    def find_chunks(self, ids: list[str]) -> set[str]:
+        """Those of the chunk ids the table holds with a vector, read back from its data files
+        (a check that it holds what the catalog says: integrity.py)."""
+        if not ids or self.table is None:
+            return set()
+        got = self.table.search().where(in_list("chunk", set(ids))).select(["chunk", "vector"]).limit(
+            2 * len(ids)).to_arrow()
+        return {c for c, v in zip(got["chunk"].to_pylist(), got["vector"].to_pylist()) if v is not None}
+
+    def refresh(self) -> None:
+        """See what another process or object has committed to the table since."""
+        if self.table is not None:
+            self.table.checkout_latest()
 
     def has_index(self) -> bool:
         return any("vector" in idx.columns for idx in self.table.list_indices())
