@@ -171,3 +171,72 @@ def test_a_daemon_started_on_a_damaged_index_repairs_it_before_it_answers(made, 
     finally:
         d.stop()
     assert _index_content(state) == _index_content(base)
+
+
+@pytest.mark.slow
+def test_answers_during_a_rebuild_say_so(tmp_path):
+    """`vaultmem index --rebuild` through the daemon: 379 of 919 queries got 0 hits and no word
+    of why, and status said ready with 0 notes."""
+    import json
+    import subprocess
+    import sys
+    import threading
+    import time
+    vault = tmp_path / "vault"
+    for i in range(150):
+        atomic_save(vault / f"memory/n{i:03d}.md", note(f"t{i}", f"# N{i}\n\nthe wombat {i} digs a burrow\n\n"
+                                                        + "filler text to embed " * 30 + "\n"))
+    d = DaemonProc(vault, tmp_path / "state", tmp_path / "run/v.sock").start()
+    try:
+        assert len(d.paths("wombat", k=200)) == 150
+        proc = subprocess.Popen([sys.executable, "-m", "vaultmem.cli", "index", "--rebuild", "--state-dir", str(d.state)],
+                                env={**os.environ, "VAULTMEM_SOCKET": str(d.sock)}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        seen, short, unsaid, rebuilding = 0, 0, 0, False
+        while proc.poll() is None:
+            out = d.request({"op": "query", "text": "wombat", "k": 200, "mode": "text"})
+            st = d.request({"op": "status"})
+            rebuilding |= bool(st["rebuilding"])
+            seen += 1
+            if len(out["hits"]) < 150:
+                short += 1
+                unsaid += not out.get("incomplete")
+            time.sleep(0.01)
+        assert proc.returncode == 0, proc.stderr.read()
+        assert short > 0 and rebuilding, (seen, short)  # the rebuild was seen in the middle
+        assert unsaid == 0, f"{unsaid} of {short} short answers did not say why"
+        out = d.request({"op": "query", "text": "wombat", "k": 200, "mode": "text"})
+        assert len(out["hits"]) == 150 and "incomplete" not in out
+        assert d.request({"op": "status"})["rebuilding"] is False
+    finally:
+        d.stop()
+
+
+@pytest.mark.slow
+def test_an_index_cut_short_is_said_with_every_answer_until_it_is_finished(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+    vault = tmp_path / "vault"
+    for i in range(400):
+        atomic_save(vault / f"memory/n{i:03d}.md", note(f"t{i}", f"# N{i}\n\nthe numbat {i} eats termites\n\n"
+                                                        + "filler text to embed " * 40 + "\n"))
+    state = tmp_path / "state"
+    proc = subprocess.Popen([sys.executable, "-m", "vaultmem.cli", "index", "--vault", f"v={vault}", "--state-dir",
+                             str(state)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (state / "catalog.sqlite3").exists():
+        time.sleep(0.05)
+    time.sleep(1.5)  # into the first batches
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    q = run_cli("query", "numbat termites", "--state-dir", str(state), "--no-daemon", "--mode", "text", "--json")
+    assert "was cut short" in q.stderr and "`vaultmem index` finishes it" in q.stderr, q.stderr
+    import json
+    assert "cut short" in json.loads(q.stdout)["incomplete"]
+    r = run_cli("index", "--vault", f"v={vault}", "--state-dir", str(state), "-q")
+    assert r.returncode == 0, r.stderr
+    q = run_cli("query", "numbat termites", "--state-dir", str(state), "--no-daemon", "--mode", "text", "-k", "500",
+                "--json")
+    assert q.returncode == 0 and "cut short" not in q.stderr and len(json.loads(q.stdout)["hits"]) == 400

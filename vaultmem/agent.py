@@ -115,7 +115,7 @@ def recall(backend: Backend, settings: Settings, query: str, k: int = 5, tags: l
     out = backend.request({"op": "query", "text": query, "k": k, "tags": tags or [], "kinds": [kind] if kind else [],
                            "history": bool(history), "section_chars": settings.agent.section_chars})
     roots = vault_roots(backend)
-    indexing = STILL_INDEXING if out.get("indexing") else ""
+    indexing = out.get("incomplete") or (STILL_INDEXING if out.get("indexing") else "")
 
     def left_out(n: int) -> str:
         return f"{n} more hit(s) left out to stay within {budget} tokens"

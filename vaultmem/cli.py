@@ -496,12 +496,11 @@ def cmd_query(args: argparse.Namespace) -> int:
     finally:
         if not args.batch:
             backend.close()
-    if out.get("indexing") and not args.quiet:
-        from .client import STILL_INDEXING
-        print(f"vaultmem: {STILL_INDEXING}", file=sys.stderr)
+    if out.get("incomplete") and not args.quiet:
+        print(f"vaultmem: {out['incomplete']}", file=sys.stderr)
     if args.json:
         print(json.dumps({"hits": out["hits"], "took_ms": out["took_ms"],
-                          **({"indexing": True} if out.get("indexing") else {})}, ensure_ascii=False))
+                          **{k: out[k] for k in ("indexing", "incomplete") if out.get(k)}}, ensure_ascii=False))
     else:
         _print_hits(out["hits"], out["took_ms"], out.get("unknown_words", []), args.quiet,
                     listed=not " ".join(args.text).strip())

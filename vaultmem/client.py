@@ -70,6 +70,9 @@ def socket_path(flag: str | None = None, configured: str = "", state_dir: str | 
     return os.path.expanduser(chosen or default_socket_path())
 
 
+# Said with a query's answer ("incomplete") while the daemon rebuilds the index.
+REBUILDING = ("the daemon is rebuilding the index (`vaultmem index --rebuild`): notes it has not read again yet are "
+              "missing from these results; `vaultmem status` shows how far it is")
 # Said with a query's answer while the daemon's start-up reconcile still runs ("indexing": true).
 STILL_INDEXING = ("the daemon is still reading the vaults at start-up: notes it has not reached yet are missing "
                   "from these results")

@@ -38,7 +38,8 @@ from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, Fi
 
 from . import __version__, inventory, ops, private
 from .catalog import indexed_vaults
-from .client import DAEMON_RECORD, Client, DaemonUnavailable, daemon_record, socket_problem
+from .client import (DAEMON_RECORD, REBUILDING, STILL_INDEXING, Client, DaemonUnavailable, daemon_record,
+                     socket_problem)
 from .config import Settings, Vault, default_config_path
 from .embedders import private_cache
 from .errors import IndexDamagedError, UsageError, VaultmemError, is_disk_full
@@ -413,6 +414,12 @@ class _Context(ops.Context):
         with d.read_lock:
             return fn(d.reader, d.searcher)
 
+    def incomplete(self) -> str | None:
+        d = self.daemon
+        if d.rebuilding:
+            return REBUILDING
+        return STILL_INDEXING if not d.ready else None
+
     def write(self, fn):
         work = self.daemon.enqueue(Work("call", fn=fn, done=threading.Event()))
         work.done.wait()
@@ -453,6 +460,7 @@ class Daemon:
         self.read_lock = threading.Lock()
         self.generation = 0
         self.ready = False
+        self.rebuilding = False  # `index --rebuild` runs: answers miss the notes not read again yet
         self.started = time.time()
         self.last_reconcile: dict[str, Any] | None = None
         self.commits_since_optimize = 0
@@ -1059,6 +1067,7 @@ class Daemon:
             return {"ok": False, "code": "internal", "error": f"{type(err).__name__}: {err}"}
         if op == "query" and starting and out.get("ok"):
             out["indexing"] = True  # the start-up reconcile is still reading: notes may be missing
+            out["incomplete"] = STILL_INDEXING
         if "id" in req:
             out["id"] = req["id"]
         return out
@@ -1089,6 +1098,7 @@ class Daemon:
         ident, dim = embedder_identity(self.settings)
         return {
             "ok": True, "version": __version__, "pid": os.getpid(), "ready": self.ready, "progress": self.progress,
+            "rebuilding": self.rebuilding, "incomplete": self.ctx.incomplete() if self.ctx else None,
             "generation": self.generation, **counts,
             "pending": self.queue.qsize() + self.in_flight + pending_marks,
             "vaults": vaults,
@@ -1118,9 +1128,16 @@ class Daemon:
             work = self.enqueue(Work("call", fn=lambda idx: idx.drop_vaults(drop).__dict__, done=threading.Event()))
         elif req.get("rebuild"):
             def rebuild(idx: VaultIndex) -> dict:
-                idx.rebuild()
-                with bulk_heap():
-                    return idx.sync(list(self.vaults.values())).__dict__
+                self.rebuilding = True
+                try:
+                    idx.rebuild()
+                    self._refresh()  # the reader sees the empty index, and every answer says why
+                    self._progress_said = time.monotonic()
+                    with bulk_heap():
+                        return idx.sync(list(self.vaults.values()), progress=self._progress).__dict__
+                finally:
+                    self.progress = None
+                    self.rebuilding = False
             work = self.enqueue(Work("call", fn=rebuild, done=threading.Event()))
         else:
             work = self.enqueue(Work("reconcile", reason="requested", done=threading.Event()))

@@ -412,6 +412,9 @@ class VaultIndex:
 
     def _sync(self, vaults: list[Vault] | None,
               progress: Callable[[int, int, int], None] | None) -> SyncReport:
+        # said to readers until this sync ends (incomplete): a first index cut short has notes no
+        # pending mark names, those it never reached
+        self.catalog.set_meta("syncing", str(os.getpid()))
         started = time.perf_counter()
         vaults = list(vaults) if vaults is not None else self.vaults()
         report = SyncReport()
@@ -449,6 +452,7 @@ class VaultIndex:
                     self.catalog.drop_vault(old)
                     log.info("vault %s is now named %s (same directory): its notes moved to the new name", old, new)
         self.catalog.set_meta("pipeline", pipeline)
+        self.catalog.set_meta("syncing", "")
         report.seconds = time.perf_counter() - started
         return report
 
@@ -729,6 +733,21 @@ class VaultIndex:
         self.repair({"fulltext": "", "vectors": ""}, say=False)
         self.catalog.clear()
 
+    def incomplete(self) -> str | None:
+        """Why answers from this index may miss notes or show old text (a reader's view), or
+        None: a sync or an index of it is running in another process, or one was cut short
+        (notes left pending, or a sync that never ended; `vaultmem index` finishes it)."""
+        pending = len(self.catalog.pending())
+        syncing = self.catalog.get_meta("syncing") or ""
+        if not pending and not syncing:
+            return None
+        holder = _lock_holder(self.state_dir)
+        if holder is not None:
+            return (f"vaultmem (pid {holder}) is indexing {self.state_dir} right now: notes it has not reached yet are "
+                    "missing or as they were")
+        what = f"{pending} note(s) were left half-indexed" if pending else "notes may never have been read"
+        return f"the last index of {self.state_dir} was cut short ({what}): `vaultmem index` finishes it"
+
     def status(self) -> dict:
         counts = self.catalog.counts()
         ident, dim = embedder_identity(self.settings)
@@ -741,6 +760,22 @@ class VaultIndex:
             "dim": dim,
             "skipped_files": [{"key": r["key"], "reason": r["reason"]} for r in self.catalog.skipped()],
         }
+
+
+def _lock_holder(state_dir: Path) -> int | None:
+    """The pid of a live process that holds the writer lock of `state_dir`, or None."""
+    try:
+        fd = os.open(state_dir / "writer.lock", os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # granted: no writer holds it
+    except BlockingIOError:
+        pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+        return int(pid) if pid.isdigit() else -1
+    finally:
+        os.close(fd)  # and the shared lock with it
+    return None
 
 
 def _moves(gone: dict[str, str | None], added: dict[str, list[str]]) -> dict[str, str]:

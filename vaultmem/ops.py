@@ -44,6 +44,11 @@ class Context:
     def write(self, fn: Callable[[VaultIndex], T]) -> T:
         raise NotImplementedError
 
+    def incomplete(self) -> str | None:
+        """Why answers now may miss notes or show old text (an index running or cut short, a
+        rebuild), said with them; None when they are whole."""
+        return None
+
 
 # ------------------------------------------------------------------ finding notes
 
@@ -110,7 +115,10 @@ def query(ctx: Context, req: dict) -> dict:
     def run(idx: VaultIndex, searcher: Searcher) -> dict:
         hits, info = searcher.search(_query_of(ctx, idx, req))
         return {"ok": True, "hits": [h.to_json() for h in hits], **info}
-    return ctx.read(run)
+    out = ctx.read(run)
+    if why := ctx.incomplete():
+        out["incomplete"] = why
+    return out
 
 
 def tags(ctx: Context, req: dict) -> dict:
@@ -384,6 +392,9 @@ class LocalContext(Context):
     def write(self, fn):
         with _catalog_pages(self.settings):
             return fn(self.open(True))
+
+    def incomplete(self) -> str | None:
+        return self.open(False).incomplete()
 
 
     def close(self) -> None:
