@@ -418,3 +418,63 @@ def test_50_sigkills_at_random_moments_each_restart_converges(tmp_path):
 
     finally:
         d.stop(signal.SIGTERM)
+
+
+@pytest.mark.slow
+def test_on_a_full_disk_reads_answer_writes_say_what_was_written_and_the_daemon_waits(tmp_path):
+    """Reads failed with exit 2 ("disk I/O error": SQLite cannot make its WAL side files); a
+    daemon started on a full disk exited 2, which systemd never restarts; `remember` exited 6
+    with its note written, and a retry wrote a second copy."""
+    import subprocess
+    from conftest import run_cli
+    from vaultmem import ops
+    from vaultmem.config import resolve
+    from vaultmem.errors import DiskFullError
+    small = _small_disk(tmp_path / "small", "3m")
+    if small is None:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        vault = tmp_path / "vault"
+        for i in range(5):
+            atomic_save(vault / f"memory/n{i}.md", note(f"topic {i}", f"the kiwi {i} sleeps\n", tags="birds"))
+        state = small / "state"
+        assert run_cli("index", "--vault", f"v={vault}", "--state-dir", str(state), "-q").returncode == 0
+        filler = small / "filler"
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
+        for args, code in ((("query", "kiwi"), 0), (("query", "kiwi", "--mode", "text"), 0), (("status",), 0),
+                           (("stats",), 0), (("inventory",), 0), (("feedback", "v:memory/n1.md", "--useful"), 6),
+                           (("index", "--vault", f"v={vault}"), 6)):
+            r = run_cli(*args, "--state-dir", str(state), "--no-daemon" if args[0] != "index" else "-q")
+            assert r.returncode == code, (args, r.stderr)
+            if code:
+                assert r.stderr.count("\n") == 1 and "no space left" in r.stderr, (args, r.stderr)
+            else:
+                assert "kiwi" in r.stdout or args[0] != "query", (args, r.stdout)
+        before = sorted((vault / "memory").iterdir())
+        r = run_cli("remember", "--topic", "kiwi care", "Feed the kiwi at dusk.", "--state-dir", str(state), "--no-daemon")
+        assert r.returncode == 6 and sorted((vault / "memory").iterdir()) == before, "refused before anything is written"
+        filler.unlink()
+        ctx = ops.LocalContext(resolve({"state_dir": str(state), "vaults": [f"v={vault}"]}, env={}))
+        ctx.open(True)  # a writer that opened while there was room
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
+        with pytest.raises(DiskFullError, match=r"the note is written \(.*kiwi-care.*\), but the index cannot take it"):
+            ops.remember(ctx, {"topic": "kiwi care", "text": "Feed the kiwi at dusk."})
+        written = sorted(set((vault / "memory").iterdir()) - set(before))
+        assert len(written) == 1
+        ctx.close()
+
+        d = DaemonProc(vault, state, tmp_path / "run" / "vaultmem.sock")
+        d.log = tmp_path / "daemon.log"
+        d.start(wait=False)
+        d.wait_for(lambda: "waits for room" in d.log.read_text(), timeout=60)
+        assert d.proc.poll() is None, "it waits, it does not exit"
+        filler.unlink()
+        d.wait_ready(timeout=90)
+        r = run_cli("remember", "--topic", "kiwi care", "Feed the kiwi at dusk.", "--state-dir", str(state),
+                    env={"VAULTMEM_SOCKET": str(d.sock)})
+        assert r.returncode == 0, r.stderr
+        assert sorted(set((vault / "memory").iterdir()) - set(before)) == written, "a retry writes no second copy"
+        assert d.paths("dusk") == [written[0].relative_to(vault).as_posix()]
+        assert d.stop() == 0
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)

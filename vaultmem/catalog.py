@@ -101,7 +101,7 @@ class Catalog:
     def __init__(self, path: Path, writer: bool = True):
         """`writer` may rebuild a catalog of an older layout; a reader refuses it."""
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = connect(path)
+        self.db = connect(path, read_when_full=not writer)
         self._superseded: tuple[tuple[int, int], frozenset[str]] | None = None
         self.db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
         version = self.get_meta("schema")

@@ -42,7 +42,7 @@ from .client import (DAEMON_RECORD, REBUILDING, STILL_INDEXING, Client, DaemonUn
                      socket_problem)
 from .config import Settings, Vault, default_config_path
 from .embedders import private_cache
-from .errors import IndexDamagedError, UsageError, VaultmemError, is_disk_full
+from .errors import DiskFullError, IndexDamagedError, UsageError, VaultmemError, is_disk_full
 from .index import SyncReport, VaultIndex, embedder_identity
 from .query import check_unicode
 from .links import LinkMap
@@ -539,7 +539,9 @@ class Daemon:
             raise UsageError(problem)
         _tune_malloc()
         # a long-lived process: the model's word table is served from a file map (embedders.py)
-        self.writer = VaultIndex(self.settings, writable=True, model_cache=private_cache())
+        self.writer = self._open_writer()
+        if self.writer is None:  # stopped while it waited for room
+            return
         vaults = self.writer.served()
         if not vaults:
             self.writer.close()
@@ -603,6 +605,23 @@ class Daemon:
         log.info("ready: %s; serving %s", summary, self.socket_path)
         self._check_watches(rewatch=False)  # after readiness: it walks every directory of the vaults
         threading.Thread(target=self._warm_up, name="vaultmem-warm-up", daemon=True).start()
+
+    def _open_writer(self) -> VaultIndex | None:
+        """The writable index; on a full disk, wait for room (systemd is told why, and that the
+        start takes longer), checking after 5, 10, 20 ... 60 s: exiting instead, the daemon was
+        either never restarted (exit 2) or restarted every 2 s to fail again. None when stopped
+        meanwhile."""
+        delay = 5.0
+        while True:
+            try:
+                return VaultIndex(self.settings, writable=True, model_cache=private_cache())
+            except DiskFullError as err:
+                log.error("%s; the daemon waits for room and tries again in %.0f s (queries without it answer "
+                          "from the index as it is)", err, delay)
+                sd_notify(f"STATUS=waiting for disk space: {err}\nEXTEND_TIMEOUT_USEC={int((delay + 30) * 1e6)}")
+            if self.stop_event.wait(delay):
+                return None
+            delay = min(60.0, delay * 2)
 
     def _schedule_watches(self) -> None:
         assert self.observer is not None

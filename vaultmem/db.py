@@ -15,22 +15,77 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from .errors import DatabaseUnreadable
+from .errors import DatabaseUnreadable, DiskFullError
 
 
-def connect(path: Path, timeout: float = 10.0) -> sqlite3.Connection:
+def connect(path: Path, timeout: float = 10.0, read_when_full: bool = False) -> sqlite3.Connection:
     """An autocommit connection in WAL mode (readers never wait for the writer), usable from
     any thread (the caller serialises its use). `timeout`: how long a write waits for another
-    writer's transaction."""
+    writer's transaction. On a full disk (WAL needs its side files made even to read) a
+    writer's open raises DiskFullError; with `read_when_full` the database is opened read-only
+    as it is on disk (ReadOnlyFullDisk), so that queries still answer."""
     try:
         db = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None, timeout=timeout)
         db.row_factory = sqlite3.Row
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=NORMAL")
-    except sqlite3.Error as err:  # WAL needs its side files even to read: a read-only directory fails here
+    except sqlite3.Error as err:  # a read-only directory fails here too
+        if no_room(path.parent):
+            if read_when_full and path.is_file():
+                return _read_only(path)
+            raise DiskFullError(f"no space left on the disk of {path.parent}: free some space and run it again") from None
         why = "" if os.access(path.parent, os.W_OK) else f" ({path.parent} is not writable; vaultmem needs to write there)"
         raise DatabaseUnreadable(f"cannot open {path}: {err}{why}", damaged=isinstance(err, sqlite3.DatabaseError)
                                  and any(s in str(err) for s in DAMAGED)) from None
+    return db
+
+
+NO_ROOM_BYTES = 32 << 20
+
+
+def no_room(path: Path) -> bool:
+    """Under NO_ROOM_BYTES free where `path` is. A full disk does not always say so: SQLite
+    reports "disk I/O error" when it cannot make a side file, and once Tantivy's writer thread
+    hits the I/O error every later write fails with "An index writer was killed"."""
+    try:
+        st = os.statvfs(path)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < NO_ROOM_BYTES
+
+
+class ReadOnlyFullDisk(sqlite3.Connection):
+    """A database opened read-only, as it is on disk, because the disk is full; a write raises
+    DiskFullError, which says so (SQLite would say "attempt to write a readonly database")."""
+
+    path: Path
+
+    def _full(self) -> DiskFullError:
+        return DiskFullError(f"no space left on the disk of {self.path.parent}: nothing can be written there; "
+                             "free some space and run it again")
+
+    def execute(self, *args, **kwargs):
+        try:
+            return super().execute(*args, **kwargs)
+        except sqlite3.OperationalError as err:
+            if "readonly" in str(err):
+                raise self._full() from None
+            raise
+
+    def executemany(self, *args, **kwargs):
+        try:
+            return super().executemany(*args, **kwargs)
+        except sqlite3.OperationalError as err:
+            if "readonly" in str(err):
+                raise self._full() from None
+            raise
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    db = sqlite3.connect(f"{path.as_uri()}?mode=ro&immutable=1", uri=True, check_same_thread=False,
+                         isolation_level=None, factory=ReadOnlyFullDisk)
+    db.path = path
+    db.row_factory = sqlite3.Row
     return db
 
 

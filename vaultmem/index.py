@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from .catalog import Catalog, FileState, chunk_id
+from .db import no_room
 from .config import Settings, Vault, nest
 from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
 from .errors import (DatabaseUnreadable, DiskFullError, IndexBusy, IndexDamagedError, IndexMissingError, UsageError,
@@ -89,25 +90,12 @@ def _writes(method):
         except BaseException as err:
             self.fulltext.discard_writes()
             full = isinstance(err, Exception) and not isinstance(err, VaultmemError) and (
-                is_disk_full(err) or _no_room(self.state_dir))
+                is_disk_full(err) or no_room(self.state_dir))
             if not full:
                 raise
             raise DiskFullError(f"no space left on the disk of {self.state_dir} to write the index; free some "
                                 "space and run it again (what was left undone is redone then)") from err
     return wrapper
-
-
-NO_ROOM_BYTES = 32 << 20
-
-
-def _no_room(path: Path) -> bool:
-    """Under NO_ROOM_BYTES free where `path` is. A full disk does not always say so: once Tantivy's
-    writer thread hits the I/O error, every later write fails with "An index writer was killed"."""
-    try:
-        st = os.statvfs(path)
-    except OSError:
-        return False
-    return st.f_bavail * st.f_frsize < NO_ROOM_BYTES
 
 
 def file_digest(data: bytes) -> str:
@@ -155,8 +143,14 @@ class VaultIndex:
             raise IndexMissingError(
                 f"no index in {self.state_dir}; run `vaultmem index --vault DIR --state-dir {self.state_dir}` first")
         self._repaired: dict[str, str] = {}  # what opening made anew (said by the next sync's report)
-        self.catalog = self._open_catalog(catalog_path)
-        self.fulltext = FullText(self.state_dir / "tantivy", writable=writable)
+        try:
+            self.catalog = self._open_catalog(catalog_path)
+            self.fulltext = FullText(self.state_dir / "tantivy", writable=writable)
+        except BaseException:  # the lock is not kept by an index that did not open (the daemon tries again)
+            if getattr(self, "catalog", None) is not None:
+                self.catalog.close()
+            self._release_lock()
+            raise
         self.resets = 0  # how often an engine was made anew (a reader of its files must open them again)
         self.damaged: dict[str, str] = {}  # a reader's engines that do not hold what the catalog says
         self._vectors = None
@@ -233,6 +227,9 @@ class VaultIndex:
     def close(self) -> None:
         self.fulltext.close()
         self.catalog.close()
+        self._release_lock()
+
+    def _release_lock(self) -> None:
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

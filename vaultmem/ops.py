@@ -23,7 +23,7 @@ from typing import Any, Callable, TypeVar
 from . import writing
 from .catalog import written_at
 from .config import Settings, Vault
-from .errors import IndexDamagedError, UsageError, VaultmemError
+from .errors import DiskFullError, IndexDamagedError, UsageError, VaultmemError
 from .index import VaultIndex
 from .query import Query, build_query, list_field, number_field, text_field
 from .scan import is_note_path
@@ -181,12 +181,20 @@ def remember(ctx: Context, req: dict) -> dict:
             # left current, and the answer says so.
             when = dt.datetime.fromtimestamp(math.floor(latest) + 1, when.tzinfo)
         body = writing.render(topic, text, tags=tags, kind=kind, importance=importance, when=when)
-        try:
-            path = writing.write_new(vault.root / rel_dir, f"{writing.slug(topic)}-{when:%Y-%m-%d}", body)
-        except OSError as err:
-            raise VaultmemError(f"cannot write a note in {vault.root / rel_dir}: {err.strerror or err}") from None
+        stem = f"{writing.slug(topic)}-{when:%Y-%m-%d}"
+        path = writing.same_note(vault.root / rel_dir, stem, body)  # a retry: written already
+        if path is None:
+            try:
+                path = writing.write_new(vault.root / rel_dir, stem, body)
+            except OSError as err:
+                raise VaultmemError(f"cannot write a note in {vault.root / rel_dir}: {err.strerror or err}") from None
         rel = path.relative_to(vault.root).as_posix()
-        idx.update(vault, {rel})
+        try:
+            idx.update(vault, {rel})
+        except DiskFullError as err:
+            raise DiskFullError(f"the note is written ({path}), but the index cannot take it: {err}; it is indexed "
+                                "once there is room (the daemon retries by itself; else `vaultmem index`), and "
+                                "`remember` again does not write it twice") from None
         key = f"{vault.name}:{rel}"
         rows = idx.catalog.notes(before + [key])
         if key not in rows:

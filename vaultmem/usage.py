@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Iterable
 
 from . import private
-from .db import connect, transaction
-from .errors import DatabaseUnreadable
+from .db import ReadOnlyFullDisk, connect, transaction
+from .errors import DatabaseUnreadable, DiskFullError
 
 log = logging.getLogger(__name__)
 
@@ -49,8 +49,12 @@ class Usage:
         private.own_dir(state_dir, "the state directory")
         path = state_dir / "usage.sqlite3"
         try:
-            self.db = connect(path)
+            self.db = connect(path, read_when_full=True)
             self.db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        except DiskFullError as err:  # no records yet, and no room to start them: kept in memory
+            log.info("%s; this process keeps what it would record in memory only", err)
+            self.db = connect(Path(":memory:"))
+            self.full = str(err)
         except (DatabaseUnreadable, sqlite3.DatabaseError) as err:
             if isinstance(err, DatabaseUnreadable) and not err.damaged:
                 raise
@@ -66,12 +70,31 @@ class Usage:
                         aside.name, aside)
             self.db = connect(path)
         self.lock = threading.Lock()
+        self.full: str | None = getattr(self, "full", None)  # why nothing can be kept (a full disk)
         self._retired: tuple[tuple[int, int], dict[str, float]] | None = None
         self._own_changes = 0
         self._record_failed = False
         with self.lock:
-            self.db.executescript(SCHEMA)
-            self.db.execute("INSERT OR IGNORE INTO meta VALUES ('started', ?)", (str(time.time()),))
+            try:
+                self._start()
+            except (DiskFullError, sqlite3.OperationalError) as err:
+                if not isinstance(self.db, ReadOnlyFullDisk):
+                    raise
+                self.full = self.db._full().args[0]
+                if isinstance(err, sqlite3.OperationalError):  # made but never written: nothing to read
+                    self.db = connect(Path(":memory:"))
+                    self._start()
+                # else read as it is on the full disk: answers go on, records wait
+
+    def _start(self) -> None:
+        self.db.executescript(SCHEMA)
+        self.db.execute("INSERT OR IGNORE INTO meta VALUES ('started', ?)", (str(time.time()),))
+
+    def _can_write(self) -> None:
+        """Feedback, retirements and moves are kept or refused, never taken and lost: on a full
+        disk (records read as they are, or kept in memory) they are refused."""
+        if self.full:
+            raise DiskFullError(self.full)
 
     def close(self) -> None:
         with self.lock:
@@ -93,7 +116,7 @@ class Usage:
             return
         try:
             self._record(hits, task)
-        except sqlite3.Error as err:
+        except (sqlite3.Error, DiskFullError) as err:
             if not self._record_failed:
                 log.warning("could not record which notes a query returned (%s); queries are answered "
                             "anyway", err)
@@ -135,6 +158,7 @@ class Usage:
     def feedback(self, key: str, useful: bool, alpha: float, task: str | None = None) -> float:
         """Move the note's weight toward 1 (useful) or 0 (useless) by an exponential moving
         average with factor `alpha`; return the new weight."""
+        self._can_write()
         now = time.time()
         target = 1.0 if useful else 0.0
         with self.lock, transaction(self.db):
@@ -171,6 +195,7 @@ class Usage:
         """Carry every record of a note that moved (old key -> new key) to its new key, so that
         renaming or filing a note keeps its retrievals, feedback and retirement. Records left at
         the new key by an earlier note of that path are replaced. Returns the notes carried."""
+        self._can_write()
         carried = 0
         with self.lock, transaction(self.db):
             for old, new in moved.items():
@@ -188,6 +213,7 @@ class Usage:
 
     def retire(self, keys: Iterable[str], reason: str = "") -> list[str]:
         """Record the notes as retired (not current); return those newly retired."""
+        self._can_write()
         now = time.time()
         with self.lock, transaction(self.db):
             new = [k for k in keys if not self.db.execute("SELECT 1 FROM retired WHERE note=?", (k,)).fetchone()]
@@ -197,6 +223,7 @@ class Usage:
 
     def restore(self, keys: Iterable[str]) -> list[str]:
         """Undo retirements; return the notes that were retired."""
+        self._can_write()
         with self.lock, transaction(self.db):
             was = [k for k in keys if self.db.execute("SELECT 1 FROM retired WHERE note=?", (k,)).fetchone()]
             self.db.executemany("DELETE FROM retired WHERE note=?", [(k,) for k in was])

@@ -97,6 +97,29 @@ def write_new(directory: Path, stem: str, text: str) -> Path:
             pass
 
 
+_DATE_LINE = re.compile(r"(?m)^date: .*\n")
+
+
+def same_note(directory: Path, stem: str, text: str) -> Path | None:
+    """A note `write_new(directory, stem, text)` wrote already (`stem.md`, `stem-2.md`, ...) with
+    the same text but for its date line: a retry of a `remember` whose note was written while
+    its indexing failed (a full disk) must not leave a second copy."""
+    want = _DATE_LINE.sub("", text, count=1)
+    try:
+        names = [e.name for e in os.scandir(directory) if e.is_file(follow_symlinks=False)]
+    except OSError:
+        return None
+    for name in sorted(names):
+        if name == f"{stem}.md" or re.fullmatch(re.escape(stem) + r"-\d+\.md", name):
+            try:
+                have = (directory / name).read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue
+            if _DATE_LINE.sub("", have, count=1) == want:
+                return directory / name
+    return None
+
+
 def sweep_temp(directory: Path, older_than: float = STALE_TEMP_SECONDS) -> list[Path]:
     """Remove the temp files a killed writer left in `directory` (only names vaultmem makes,
     only ones older than any write takes); returns what was removed."""
