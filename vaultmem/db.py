@@ -44,14 +44,18 @@ NO_ROOM_BYTES = 32 << 20
 
 
 def no_room(path: Path) -> bool:
-    """Under NO_ROOM_BYTES free where `path` is. A full disk does not always say so: SQLite
-    reports "disk I/O error" when it cannot make a side file, and once Tantivy's writer thread
-    hits the I/O error every later write fails with "An index writer was killed"."""
+    """Whether the disk where `path` is is full: under NO_ROOM_BYTES free, or under a twentieth of
+    it on a small one (a 4 MB tmpfs is not full with 3.9 MB free); a read-only one is not full.
+    A full disk does not always say so: SQLite reports "disk I/O error" when it cannot make a
+    side file, and once Tantivy's writer thread hits the I/O error every later write fails with
+    "An index writer was killed"."""
     try:
         st = os.statvfs(path)
     except OSError:
         return False
-    return st.f_bavail * st.f_frsize < NO_ROOM_BYTES
+    if st.f_flag & os.ST_RDONLY:
+        return False
+    return st.f_bavail * st.f_frsize < min(NO_ROOM_BYTES, st.f_blocks * st.f_frsize // 20)
 
 
 class ReadOnlyFullDisk(sqlite3.Connection):
