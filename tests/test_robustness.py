@@ -478,3 +478,31 @@ def test_on_a_full_disk_reads_answer_writes_say_what_was_written_and_the_daemon_
         assert d.stop() == 0
     finally:
         subprocess.run(["umount", "-l", str(small)], capture_output=True)
+
+
+@pytest.mark.slow
+def test_a_stopped_daemon_does_not_hang_queries_or_hooks(daemon):
+    """SIGSTOP: the kernel still queues connections, so the client connected and waited up to
+    an hour for an answer, and the prompt hook with it."""
+    from conftest import run_cli
+    atomic_save(daemon.vault / "memory/a.md", note("kiwi", "the kiwi sleeps by day\n"))
+    daemon.start()
+    e = {"VAULTMEM_SOCKET": str(daemon.sock)}
+    assert "answering in-process" not in run_cli("query", "kiwi", "--state-dir", str(daemon.state), env=e).stderr
+    daemon.proc.send_signal(signal.SIGSTOP)
+    try:
+        t = time.time()
+        q = run_cli("query", "kiwi", "--state-dir", str(daemon.state), env=e)
+        took_query = time.time() - t
+        t = time.time()
+        h = run_cli("hook", "user-prompt-submit", "--prompt", "when does the kiwi sleep?", "--state-dir",
+                    str(daemon.state), env=e)
+        took_hook = time.time() - t
+    finally:
+        daemon.proc.send_signal(signal.SIGCONT)
+    assert q.returncode == 0 and "memory/a.md" in q.stdout, q
+    assert "did not answer within 5 s" in q.stderr and "answering in-process" in q.stderr, q.stderr
+    assert took_query < 20, took_query
+    assert h.returncode == 0 and "kiwi" in h.stdout and took_hook < 10, (took_hook, h)
+    q = run_cli("query", "kiwi", "--state-dir", str(daemon.state), env=e)
+    assert q.returncode == 0 and "answering in-process" not in q.stderr

@@ -12,6 +12,10 @@ from .config import Settings
 from .errors import UsageError, VaultmemError, exit_code_of
 from .query import check_unicode
 
+# never tried again in this process when the daemon does not answer in time: it may still do them
+WRITES_OPS = {"remember", "forget", "feedback", "shown"}
+
+
 class DaemonError(VaultmemError):
     """An error the daemon answered with; keeps its exit-code meaning."""
 
@@ -20,13 +24,24 @@ class DaemonError(VaultmemError):
         self.exit_code = exit_code_of(str(response.get("code")))
 
 
+# How long an answer of the daemon is waited for before the client answers in-process (reads)
+# or fails (writes: they may wait for the writer, busy with a first index of thousands of notes).
+PING_SECONDS = 5.0
+READ_SECONDS = 30.0
+WRITE_SECONDS = 3600.0
+LONG_OPS = {"reindex"}  # answered when done: no bound
+
+
 class Backend:
     """The daemon over its socket when one serves this index, else the index in this process."""
 
     def __init__(self, settings: Settings, socket: str | None = None, no_daemon: bool = False,
-                 explicit_state_dir: bool = False, quiet: bool = False):
+                 explicit_state_dir: bool = False, quiet: bool = False, patience: float = 1.0):
         """`explicit_state_dir`: the user chose the state dir, so a daemon serving another one
-        must not answer. `quiet`: do not say on stderr that the answer is in-process."""
+        must not answer. `quiet`: do not say on stderr that the answer is in-process.
+        `patience` scales how long the daemon's answers are waited for (a hook, which must
+        answer within a few seconds, waits a fifth as long)."""
+        self.patience = patience
         self.settings = settings
         self.client: Client | None = None
         self.local = None
@@ -40,15 +55,19 @@ class Backend:
             self.note = f"vaultmem: {problem}; answering in-process"
             return
         try:
-            self.client = Client(self.socket, timeout=3600)
+            self.client = Client(self.socket, timeout=PING_SECONDS * patience)
             probe = self.client.request({"op": "ping", "state_dir": self.state_dir})
         except UntrustedSocket as err:
             self.client = None
             self.note = f"vaultmem: {err}; answering in-process"
             return
-        except DaemonUnavailable:
-            self.client = None
-            self.note = f"vaultmem: no daemon at {self.socket}; answering in-process"
+        except DaemonUnavailable as err:
+            if self.client is not None:
+                self.client.close()
+                self.client = None
+                self.note = f"vaultmem: {err}; answering in-process"
+            else:
+                self.note = f"vaultmem: no daemon at {self.socket}; answering in-process"
             return
         if not probe.get("ok"):
             self.note = (f"vaultmem: the daemon at {self.socket} serves another index ({probe.get('error')}); "
@@ -59,7 +78,18 @@ class Backend:
     def request(self, req: dict) -> dict:
         check_unicode(req)  # before it is sent: the client could not even encode it
         if self.client is not None:
-            out = self.client.request({**req, "state_dir": self.state_dir})
+            op = req.get("op")
+            reads = op not in LONG_OPS and op not in WRITES_OPS
+            timeout = None if op in LONG_OPS else (READ_SECONDS if reads else WRITE_SECONDS) * self.patience
+            try:
+                out = self.client.request({**req, "state_dir": self.state_dir}, timeout=timeout)
+            except DaemonUnavailable as err:
+                if not reads:
+                    raise VaultmemError(str(err)) from None
+                self.client.close()
+                self.client = None  # a read is answered here instead, and said so
+                self.note = f"vaultmem: {err}; answering in-process"
+                return self._local(req)
             if not out.get("ok"):
                 raise DaemonError(out)
             return out

@@ -374,12 +374,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-def _backend(args: argparse.Namespace, settings=None):
+def _backend(args: argparse.Namespace, settings=None, patience: float = 1.0):
     from .backend import Backend
 
     settings = settings or _settings(args)
     return Backend(settings, socket=getattr(args, "socket", None), no_daemon=getattr(args, "no_daemon", False),
-                   explicit_state_dir=bool(args.state_dir or os.environ.get("VAULTMEM_STATE_DIR")), quiet=args.quiet)
+                   explicit_state_dir=bool(args.state_dir or os.environ.get("VAULTMEM_STATE_DIR")), quiet=args.quiet,
+                   patience=patience)
 
 
 def _settings(args: argparse.Namespace, vaults: list[str] | None = None):
@@ -843,6 +844,11 @@ def cmd_hook(args: argparse.Namespace) -> int:
     return 0
 
 
+# A hook runs before the agent goes on: it waits a fifth as long for the daemon (1 s for its
+# ping, 6 s for an answer), then answers from the index in this process.
+HOOK_PATIENCE = 0.2
+
+
 def _hook_text(args: argparse.Namespace) -> str:
     """What the session-start or user-prompt-submit hook adds to the session: '' when there is
     nothing to add or anything fails (said on stderr)."""
@@ -861,7 +867,7 @@ def _hook_text(args: argparse.Namespace) -> str:
         prompt = args.prompt if args.prompt is not None else field("prompt")
         if args.action == "user-prompt-submit" and not (prompt and agent.prompt_queries(prompt)):
             return ""  # nothing to search for: no need to wait for an index
-        backend = _backend(args)
+        backend = _backend(args, patience=HOOK_PATIENCE)
         backend.quiet = True
         session = field("session_id")
         try:

@@ -118,13 +118,22 @@ class Client:
             raise UntrustedSocket(f"vaultmem does not talk to {path}: {problem}")
         self._buf = b""
 
-    def request(self, obj: dict[str, Any]) -> dict[str, Any]:
-        self.sock.sendall(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
-        while b"\n" not in self._buf:
-            data = self.sock.recv(1 << 20)
-            if not data:
-                raise DaemonUnavailable(f"the daemon at {self.path} closed the connection")
-            self._buf += data
+    def request(self, obj: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """Send one request, read its answer; `timeout` (default: the connection's) bounds the
+        wait, after which DaemonUnavailable says the daemon did not answer (a daemon stopped
+        with SIGSTOP still accepts connections: the kernel queues them)."""
+        if timeout is not None:
+            self.sock.settimeout(timeout)
+        try:
+            self.sock.sendall(json.dumps(obj, ensure_ascii=False).encode("utf-8") + b"\n")
+            while b"\n" not in self._buf:
+                data = self.sock.recv(1 << 20)
+                if not data:
+                    raise DaemonUnavailable(f"the daemon at {self.path} closed the connection")
+                self._buf += data
+        except socket.timeout:
+            raise DaemonUnavailable(f"the daemon at {self.path} did not answer within {self.sock.gettimeout():g} s "
+                                    "(stopped, or stuck? `vaultmem status` tells)") from None
         line, self._buf = self._buf.split(b"\n", 1)
         return json.loads(line)
 
