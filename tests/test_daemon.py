@@ -1350,3 +1350,34 @@ print(before, *bulk, mmapped(2 << 20))
 """
     got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
     assert got.stdout.split() == ["True", "False", "True", "True"]  # 9 MB: past the bulk threshold
+
+
+@pytest.mark.slow
+def test_a_changed_embedder_is_refused_at_start_and_at_reload_in_one_line(daemon, tmp_path):
+    """A daemon started or reloaded into another embedder kept running with a traceback in a
+    loop (every write batch failed), and status named the configured model, not the indexed
+    one. Start: exit 4 (which the unit does not restart) with the line to run; reload: refused,
+    the daemon goes on as it was."""
+    atomic_save(daemon.vault / "memory/a.md", "the ocelot prowls\n")
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text(f'[vaults]\nv = "{daemon.vault}"\n')
+    daemon.vault_args = ["--config", str(cfg)]
+    daemon.start()
+    st = daemon.request({"op": "status"})
+    assert st["embedder"] == "use-multilingual-v3"
+    cfg.write_text(f'[vaults]\nv = "{daemon.vault}"\n[embedder]\nkind = "e5"\n')
+    os.kill(st["pid"], signal.SIGHUP)
+    daemon.wait_for(lambda: "the config is not reloaded, this daemon goes on as it was: the index holds vectors of "
+                    "embedder use-multilingual-v3" in daemon.log.read_text())
+    assert daemon.request({"op": "status"})["embedder"] == "use-multilingual-v3"
+    assert daemon.paths("ocelot") == ["memory/a.md"]
+    assert daemon.stop() == 0
+    d = DaemonProc(daemon.vault, daemon.state, daemon.sock)
+    d.vault_args = ["--config", str(cfg)]
+    d.log = tmp_path / "second.log"
+    d.start(wait=False)
+    assert d.proc.wait(60) == 4
+    said = d.log.read_text().strip().splitlines()
+    assert said[-1].startswith("vaultmem: error: the index holds vectors of embedder use-multilingual-v3 (512-d), but "
+                               "e5-small-q4 (384-d) is configured: `vaultmem index --rebuild`"), said
+    assert "Traceback" not in d.log.read_text()

@@ -412,6 +412,8 @@ def cmd_index(args: argparse.Namespace) -> int:
             raise UsageError("no vault given: pass --vault DIR (or set vaults in the config file)")
         if args.rebuild:
             idx.rebuild()
+        else:
+            idx.check_embedder()
         report = idx.sync(vaults, progress=None if args.quiet else print_progress)
         if report.changes >= settings.index.batch_files:
             idx.optimize()  # as the daemon does after a bulk load: compaction (and the ANN index)

@@ -527,6 +527,12 @@ class Daemon:
         if not settings.vaults and not indexed_vaults(settings.state_dir):  # not the writer's connection: it is busy
             log.error("SIGHUP: the config is not reloaded, this daemon goes on as it was: it names no vault")
             return False
+        if self.writer is not None and settings.state_dir == self.settings.state_dir:
+            try:
+                self.writer.check_embedder(settings)
+            except VaultmemError as err:
+                log.error("SIGHUP: the config is not reloaded, this daemon goes on as it was: %s", err)
+                return False
         log.info("SIGHUP: reloading: the daemon starts again with the config as it is now")
         return True
 
@@ -542,6 +548,11 @@ class Daemon:
         self.writer = self._open_writer()
         if self.writer is None:  # stopped while it waited for room
             return
+        try:
+            self.writer.check_embedder()  # exit 4, said once: a write would fail again and again
+        except VaultmemError:
+            self.writer.close()
+            raise
         vaults = self.writer.served()
         if not vaults:
             self.writer.close()
@@ -1114,7 +1125,7 @@ class Daemon:
             skipped = [{"key": r["key"], "reason": r["reason"]} for r in self.reader.catalog.skipped()]
             pending_marks = len(self.reader.catalog.pending())
             vaults = self.reader.vault_status(list(self.vaults.values()))
-        ident, dim = embedder_identity(self.settings)
+            ident, dim = self.reader.indexed_embedder() or embedder_identity(self.settings)
         return {
             "ok": True, "version": __version__, "pid": os.getpid(), "ready": self.ready, "progress": self.progress,
             "rebuilding": self.rebuilding, "incomplete": self.ctx.incomplete() if self.ctx else None,

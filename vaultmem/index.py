@@ -30,8 +30,8 @@ from .catalog import Catalog, FileState, chunk_id
 from .db import no_room
 from .config import Settings, Vault, nest
 from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
-from .errors import (DatabaseUnreadable, DiskFullError, IndexBusy, IndexDamagedError, IndexMissingError, UsageError,
-                     VaultmemError, is_disk_full)
+from .errors import (DatabaseUnreadable, DiskFullError, EmbedderMismatchError, IndexBusy, IndexDamagedError,
+                     IndexMissingError, UsageError, VaultmemError, is_disk_full)
 from .fulltext import FullText
 from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
 from . import imports, integrity, private, writing
@@ -278,8 +278,37 @@ class VaultIndex:
         return self._vectors is not None or self._vectors_owner is not None
 
     def _wrote_vectors(self) -> None:
-        """Keep in the catalog what the vector table's files are now (integrity.vector_files)."""
+        """Keep in the catalog what the vector table's files are now (integrity.vector_files),
+        and which embedder made its vectors (check_embedder)."""
         self.catalog.set_meta("vector_files", integrity.vector_files(self.state_dir / "lance"))
+        ident, dim = embedder_identity(self.settings)
+        self.catalog.set_meta("embedder", f"{ident}:{dim}")
+
+    def indexed_embedder(self) -> tuple[str, int] | None:
+        """The embedder whose vectors the index holds, as the catalog recorded it, or None."""
+        value = self.catalog.get_meta("embedder") or ""
+        ident, _, dim = value.rpartition(":")
+        return (ident, int(dim)) if ident and dim.isdigit() else None
+
+    def check_embedder(self, settings: Settings | None = None) -> None:
+        """Raise EmbedderMismatchError (exit 4) when `settings` (default: this index's) name
+        another embedder than the one whose vectors the index holds: said before a daemon starts
+        or reloads into it, instead of a write that fails again and again. An index that has
+        not recorded its embedder yet is asked its vector table (once: then it is recorded)."""
+        ident, dim = embedder_identity(settings or self.settings)
+        have = self.indexed_embedder()
+        if have is None:
+            if not (self.state_dir / "lance").is_dir() or settings is not None:
+                return
+            self.vectors  # raises on a table of another embedder
+            if self.writable:
+                self._wrote_vectors()
+            return
+        if have[0] != ident or (dim and have[1] and have[1] != dim):
+            raise EmbedderMismatchError(
+                f"the index holds vectors of embedder {have[0]} ({have[1]}-d), but {ident}"
+                f"{f' ({dim}-d)' if dim else ''} is configured: `vaultmem index --rebuild` re-embeds every note "
+                "with it (minutes), or configure the embedder that made them again")
 
     def check(self, sample: int = integrity.SAMPLE_CHUNKS, parts: tuple[str, ...] = integrity.ENGINES) -> dict[str, str]:
         """{"fulltext" | "vectors": why} for each engine among `parts` that does not hold what
@@ -309,6 +338,7 @@ class VaultIndex:
             self._vectors = None
             shutil.rmtree(self.state_dir / "lance", ignore_errors=True)
             self.catalog.set_meta("vector_files", "")
+            self.catalog.set_meta("embedder", "")
         for part in problems:
             integrity.forget_unreadable(self.state_dir, part)
         if problems:
@@ -747,7 +777,7 @@ class VaultIndex:
 
     def status(self) -> dict:
         counts = self.catalog.counts()
-        ident, dim = embedder_identity(self.settings)
+        ident, dim = self.indexed_embedder() or embedder_identity(self.settings)
         return {
             "state_dir": str(self.state_dir),
             "vaults": self.vault_status(self.served()),
