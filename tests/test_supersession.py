@@ -305,3 +305,35 @@ def test_the_chains_at_a_moment_are_those_of_the_notes_written_before_it(env):
             assert cat.supersession_at(moment) == compute([f for f in everything if f.order[0] < moment])
         assert cat.supersession_at(1_750_000_000) == {"v:memory/a.md": "v:memory/b.md", "v:memory/b.md": None}
         assert cat.supersession_at(1_800_000_000)["v:memory/c.md"] == "v:memory/d.md"
+
+
+def test_why_a_note_is_current_is_said_and_a_note_from_the_future_is_listed(env):
+    """An undated note whose file's mtime is in the future won its chain without a word, and so
+    did one whose date does not read (undated, its fresh mtime is "now"). `--explain` says when
+    each was written and from what; the inventory lists the one ahead of now."""
+    import json
+    import time
+    from vaultmem.backend import Backend
+    ahead = time.time() + 400 * 86400
+    env.write("memory/old.md", note("rota", "the old rota: Mondays\n", date="2025-01-01"))
+    env.write("memory/skewed.md", note("rota", "the rota copied from a laptop with a wrong clock\n"), mtime=ahead)
+    env.write("memory/bad.md", note("backup", "backups at night\n", date="2025-13-45"))
+    env.write("memory/fine.md", note("backup", "backups at noon\n", updated="2024-03-04"))
+    env.sync()
+    b = Backend(env.settings(), no_daemon=True, quiet=True)
+    try:
+        out = b.request({"op": "query", "text": "rota backups", "k": 10, "history": True, "explain": True, "mode": "text"})
+        written = {h["path"]: h["explain"]["written"] for h in out["hits"]}
+        assert written["memory/old.md"].endswith("from date")
+        assert "from the file's mtime (no date), 400 days ahead of now" in written["memory/skewed.md"]
+        assert "from the file's mtime (no date)" in written["memory/bad.md"]
+        assert written["memory/fine.md"].startswith("2024-03-04") and written["memory/fine.md"].endswith("from updated")
+        current = {h["path"]: h["current"] for h in out["hits"]}
+        assert current["memory/skewed.md"] and not current["memory/old.md"]
+        inv = b.request({"op": "inventory"})
+        assert [(f["note"], f["from"]) for f in inv["findings"]["dated_ahead"]] == \
+            [("v:memory/skewed.md", "the file's mtime (no date)")]
+        assert any(f["note"] == "v:memory/bad.md" and "no day of the calendar" in f["problem"]
+                   for f in inv["findings"]["read_with_problems"]), json.dumps(inv["findings"])[:500]
+    finally:
+        b.close()

@@ -20,7 +20,7 @@ from typing import Any, Iterable
 from .config import Vault
 from .db import connect, transaction
 from .errors import IndexMissingError
-from .notes import Note
+from .notes import Note, date_source
 from .supersession import Facts, compute, path_candidates, topic_key
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,23 @@ def written_at(row: sqlite3.Row | dict) -> float:
     """When a note was written: its date, else its file's mtime (the order chains use, and the
     same rule as `select`'s since/until)."""
     return row["date_ts"] if row["date_ts"] is not None else (row["mtime_ns"] or 0) / 1e9
+
+
+AHEAD_SECONDS = 86400.0  # a note written more than a day from now: a typo'd year, a clock set wrong
+
+
+def written_how(row: sqlite3.Row | dict, now: float | None = None) -> dict[str, Any]:
+    """Why a note sits where it does in its topic chain: when it was written, from which key
+    of its frontmatter or from the file's mtime, and whether that is ahead of now (such a note
+    stays current over every newer one until then: the inventory lists it as dated ahead)."""
+    at = written_at(row)
+    source = date_source(json.loads(row["meta"] or "{}"), row["date_ts"])
+    out: dict[str, Any] = {"at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(at)),
+                           "from": "the file's mtime (no date)" if source == "mtime" else source}
+    ahead = at - (time.time() if now is None else now)
+    if ahead > AHEAD_SECONDS:
+        out["ahead_days"] = round(ahead / 86400.0, 1)
+    return out
 
 
 def indexed_vaults(state_dir: Path) -> list[str]:

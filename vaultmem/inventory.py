@@ -12,8 +12,9 @@ Sections, each a list of findings:
   which nobody adds frontmatter to; Claude Code's own notes classify by `type` instead of tags
   and are not asked for tags)
 - broken_supersedes: `supersedes:` entries that name no topic and no note
-- dated_ahead: notes dated more than a day from now (a typo'd year keeps a note current over
-  every newer note on its topic, and `remember` on that topic writes notes that start superseded)
+- dated_ahead: notes written more than a day from now, by their date or, undated, by their
+  file's mtime (a typo'd year or a clock set wrong keeps a note current over every newer note on
+  its topic, and `remember` on that topic writes notes that start superseded)
 - out_of_sync: files the index disagrees with (not indexed, changed since, gone, interrupted), and
   vaults in the index that the config no longer names
 - unreadable: files skipped with their reason
@@ -34,6 +35,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .catalog import AHEAD_SECONDS, written_at, written_how
 from .config import Settings
 from .imports import CODEX_OVERRIDE, GEMINI_MD, is_codex_memory, is_other_agents_rules, loaded_with_claude_md
 from .query import number_field
@@ -103,8 +105,8 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
                 continue
             found["broken_supersedes"].append({"note": r["key"], "ref": ref})
 
-    found["dated_ahead"] = [{"note": r["key"], "date": r["date"]} for r in rows
-                            if r["date_ts"] is not None and r["date_ts"] - now > DAY]
+    found["dated_ahead"] = [{"note": r["key"], "date": how["at"], "from": how["from"]} for r in rows
+                            if written_at(r) - now > AHEAD_SECONDS and (how := written_how(r, now))]
 
     found["out_of_sync"] = _out_of_sync(idx)
     found["unreadable"] = [{"note": r["key"], "reason": r["reason"]} for r in cat.skipped()]
@@ -184,7 +186,7 @@ TITLES = {
     "missing_topic": "notes without a topic",
     "missing_tags": "notes without tags",
     "broken_supersedes": "supersedes entries that name nothing",
-    "dated_ahead": "notes dated in the future (current over every newer note on their topic)",
+    "dated_ahead": "notes dated, or modified, in the future (current over every newer note on their topic)",
     "out_of_sync": "files the index disagrees with",
     "unreadable": "files that could not be indexed",
     "read_with_problems": "notes indexed despite problems in the file (the rest of each is searchable)",

@@ -389,6 +389,19 @@ def note_date(meta: dict[str, Any], declared: Any, errors: list[str]) -> tuple[s
     return date, date_ts
 
 
+def date_source(meta: dict[str, Any], date_ts: float | None) -> str:
+    """Which frontmatter key gave a note its date `date_ts` (`date`, or a fallback key), or
+    "mtime" when it has none and the file's modification time orders it."""
+    if date_ts is not None:
+        for key in ("date", *DATE_FALLBACK_KEYS):
+            try:
+                if parse_date(meta.get(key))[1] == date_ts:
+                    return key
+            except ValueError:
+                continue
+    return "mtime"
+
+
 def _plain(value: Any) -> Any:
     """Frontmatter values made JSON-safe (dates to ISO strings)."""
     if isinstance(value, (dt.date, dt.datetime)):

@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from . import dates
-from .catalog import chunk_id, written_at
+from .catalog import chunk_id, written_at, written_how
 from .fulltext import TextQuery
 from .index import VaultIndex
 from .notes import extra_keys, extract_entities
@@ -353,6 +353,10 @@ class Searcher:
             row = notes[key]
             if unknown:
                 parts["unknown_words"] = unknown  # no note has them: matched by spelling (trigrams)
+            if q.explain:  # why it is current, or not, in its topic chain
+                how = written_how(row)
+                parts["written"] = f"{how['at']} from {how['from']}" + (
+                    f", {how['ahead_days']:g} days ahead of now" if "ahead_days" in how else "")
             ch = chunks.get(chunk_for[key])
             text = ch["text"] if ch else row["preview"] or ""
             hits.append(Hit(
