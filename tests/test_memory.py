@@ -245,7 +245,7 @@ def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
     assert notes("missing_tags") == ["v:memory/notopic.md", "v:memory/untagged.md"]
     assert notes("missing_topic") == ["v:memory/notopic.md"], "CLAUDE.md, GEMINI.md need no topic"
     assert f["broken_supersedes"] == [{"note": "v:memory/broken.md", "ref": "ghost-topic"}]
-    assert f["dated_ahead"] == [{"note": "v:memory/typo.md", "date": "2205-03-01"}]
+    assert f["dated_ahead"] == [{"note": "v:memory/typo.md", "date": "2205-03-01", "from": "date"}]
     assert {(i["note"], i["problem"]) for i in f["out_of_sync"]} == {
         ("v:memory/late.md", "on disk, not indexed"), ("v:memory/untagged.md", "changed since indexed")}
     assert notes("unreadable") == ["v:memory/bin.md"]

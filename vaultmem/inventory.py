@@ -105,7 +105,7 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
                 continue
             found["broken_supersedes"].append({"note": r["key"], "ref": ref})
 
-    found["dated_ahead"] = [{"note": r["key"], "date": how["at"], "from": how["from"]} for r in rows
+    found["dated_ahead"] = [{"note": r["key"], "date": r["date"] or how["at"], "from": how["from"]} for r in rows
                             if written_at(r) - now > AHEAD_SECONDS and (how := written_how(r, now))]
 
     found["out_of_sync"] = _out_of_sync(idx)
