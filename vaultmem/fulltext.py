@@ -14,7 +14,6 @@ code; user text never reaches Tantivy's query parser.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import re
@@ -26,7 +25,7 @@ import tantivy
 
 from . import integrity
 from .notes import Chunk, Note, index_text
-from .errors import IndexDamagedError, IndexMissingError, VaultmemError
+from .errors import IndexDamagedError
 from .text import (CJK_RUN, MAX_WORD_CHARS, STOP_WORDS, WORD, bigrams, canonical_words, cjk_runs, gram_tokens,
                    normalize, query_words, script_segments, split_identifiers, trigrams, word_trigrams)
 
@@ -101,25 +100,8 @@ def _words_analyzer() -> tantivy.TextAnalyzer:
     )
 
 
-def _reads(method):
-    """A method that reads the index: when Tantivy cannot (a segment file damaged on disk: an
-    error, or a Rust panic, which Python sees as a BaseException), the error says so and what
-    to do, in one line."""
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        if self.damaged:  # found by integrity.py: its answers would not be the notes'
-            raise IndexDamagedError(self.damaged)
-        try:
-            return method(self, *args, **kwargs)
-        except (KeyboardInterrupt, SystemExit, GeneratorExit, VaultmemError):
-            raise
-        except BaseException as err:
-            first = (str(err).splitlines() or [type(err).__name__])[0][:200]
-            integrity.say_unreadable(self.directory.parent, "fulltext", first)
-            raise IndexDamagedError(f"the full-text index in {self.directory} cannot be read ({first}); "
-                                    "`vaultmem index` makes it again from the notes (--mode vector answers "
-                                    "meanwhile)") from err
-    return wrapper
+# a read of a damaged segment file fails with an error, or a Rust panic (a BaseException)
+_reads = integrity.guard_reads("fulltext", (BaseException,))
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ older version), its directory gone (an empty table was made in its place).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import os
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import EmbedderMismatchError, VaultmemError
+from .errors import EmbedderMismatchError, IndexDamagedError, VaultmemError
 
 if TYPE_CHECKING:
     from .index import VaultIndex
@@ -67,6 +68,34 @@ def say_unreadable(state_dir: Path, part: str, why: str) -> None:
         (state_dir / f"{part}.unreadable").write_text(why[:500] + "\n", encoding="utf-8")
     except OSError:
         pass
+
+
+def unreadable(state_dir: Path, part: str, err: BaseException) -> IndexDamagedError:
+    """The one-line error for an engine that failed to read (its first line of cause, and what
+    to run), with word left for the next writer (say_unreadable)."""
+    first = (str(err).splitlines() or [type(err).__name__])[0][:200]
+    say_unreadable(state_dir, part, first)
+    return IndexDamagedError(damaged(state_dir, part, f"cannot be read ({first})"))
+
+
+def guard_reads(part: str, catch: tuple[type[BaseException], ...]):
+    """Decorate an engine's read methods: an engine found wanting (its `damaged`) refuses to
+    answer, and an error of the engine's (`catch`: a damaged file, or for Tantivy a Rust panic,
+    which Python sees as a BaseException) becomes `unreadable`. The engine has `directory` (its
+    own, in the state dir) and `damaged`."""
+    def decorate(method):
+        @functools.wraps(method)
+        def wrapper(self, *args, **kwargs):
+            if self.damaged:  # found by engine_problems: its answers would not be the notes'
+                raise IndexDamagedError(self.damaged)
+            try:
+                return method(self, *args, **kwargs)
+            except (KeyboardInterrupt, SystemExit, GeneratorExit, VaultmemError):
+                raise
+            except catch as err:
+                raise unreadable(self.directory.parent, part, err) from err
+        return wrapper
+    return decorate
 
 
 def _said_unreadable(state_dir: Path, part: str) -> str | None:

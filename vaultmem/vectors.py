@@ -21,7 +21,6 @@ exactly.
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import logging
 import sys
@@ -75,7 +74,7 @@ import pyarrow as pa  # noqa: E402
 from lancedb.index import IvfPq  # noqa: E402
 
 from . import integrity  # noqa: E402
-from .errors import EmbedderMismatchError, IndexDamagedError, VaultmemError  # noqa: E402
+from .errors import EmbedderMismatchError  # noqa: E402
 
 log = logging.getLogger(__name__)
 # Arrow's default pool (jemalloc) keeps freed memory for reuse; the daemon loads the table once
@@ -157,29 +156,9 @@ def in_list(column: str, values: set[str] | list[str]) -> str:
     return f"{column} IN ({', '.join(sql_str(v) for v in sorted(values))})"
 
 
-def _reads(method):
-    """A method that reads the table: when Lance cannot (a data file lost or damaged on disk),
-    the error says so and what to do, instead of a Lance traceback. The notes are the truth and
-    the table is derived from them: `vaultmem reindex --rebuild` makes it again."""
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        if self.damaged:  # found by integrity.py: its answers would not be the notes'
-            raise IndexDamagedError(self.damaged)
-        try:
-            return method(self, *args, **kwargs)
-        except VaultmemError:
-            raise
-        except (RuntimeError, OSError, ValueError, pa.ArrowException) as err:
-            damage = _unreadable(self.directory, err)
-            integrity.say_unreadable(self.directory.parent, "vectors", str(damage.__cause__ or err).split("\n")[0])
-            raise damage from err
-    return wrapper
-
-
-def _unreadable(directory: Path, err: BaseException) -> IndexDamagedError:
-    first = (str(err).splitlines() or [type(err).__name__])[0][:200]
-    return IndexDamagedError(f"the vector index in {directory} cannot be read ({first}); `vaultmem index` "
-                             "makes it again from the notes (--mode text answers meanwhile)")
+# a data file or manifest lost or cut short: Lance's errors
+_LANCE_ERRORS = (RuntimeError, OSError, ValueError, pa.ArrowException)
+_reads = integrity.guard_reads("vectors", _LANCE_ERRORS)
 
 
 class Vectors:
@@ -213,8 +192,8 @@ class Vectors:
             exists = directory.is_dir() and TABLE in self.db.list_tables().tables
             if exists:
                 self.table = self.db.open_table(TABLE)
-        except (RuntimeError, OSError, ValueError, pa.ArrowException) as err:
-            raise _unreadable(directory, err) from err
+        except _LANCE_ERRORS as err:
+            raise integrity.unreadable(directory.parent, "vectors", err) from err
         if self.table is not None:
             meta = {k.decode(): v.decode() for k, v in (self.table.schema.metadata or {}).items()}
             if meta.get("embedder") != embedder_id or meta.get("dim") != str(dim):
