@@ -80,6 +80,14 @@ while True:
 """
 
 
+def theirs(path: Path) -> Path:
+    """A directory the other user made, open to all (as a squatter leaves it)."""
+    path.mkdir(mode=0o777)
+    os.chmod(path, 0o777)
+    os.chown(path, *nobody())
+    return path
+
+
 @contextmanager
 def squatter(sock: Path):
     """The other user listening on `sock` (in a directory they may write); yields the file that
@@ -113,10 +121,7 @@ def indexed(tmp_path):
 def test_a_client_sends_nothing_to_a_socket_in_another_users_directory(indexed):
     vault, state = indexed
     with public_dir("vaultmem-squat-") as base:
-        squat = base / "vaultmem-0"  # the old fallback: /tmp/vaultmem-UID, made first by the other user
-        squat.mkdir(mode=0o777)
-        os.chmod(squat, 0o777)
-        os.chown(squat, *nobody())
+        squat = theirs(base / "vaultmem-0")  # the old fallback: /tmp/vaultmem-UID, made first by the other user
         with squatter(squat / "vaultmem.sock") as got:
             r = run_cli("query", SECRET_PROMPT, "--state-dir", str(state), "--socket", str(squat / "vaultmem.sock"))
             hook = run_cli("hook", "user-prompt-submit", "--prompt", SECRET_PROMPT, "--state-dir", str(state),
@@ -135,14 +140,11 @@ def test_a_client_checks_who_answers_before_it_sends_a_byte(indexed):
     is the other user's (a socket renamed into place). The peer's uid is what refuses it."""
     vault, state = indexed
     with public_dir("vaultmem-peer-") as base:
-        theirs = base / "theirs"
-        theirs.mkdir(mode=0o777)
-        os.chmod(theirs, 0o777)
-        os.chown(theirs, *nobody())
+        other = theirs(base / "theirs")
         mine = base / "mine"
         mine.mkdir(mode=0o700)
-        with squatter(theirs / "s.sock") as got:
-            os.rename(theirs / "s.sock", mine / "vaultmem.sock")
+        with squatter(other / "s.sock") as got:
+            os.rename(other / "s.sock", mine / "vaultmem.sock")
             os.chown(mine / "vaultmem.sock", 0, 0, follow_symlinks=False)
             r = run_cli("query", SECRET_PROMPT, "--state-dir", str(state), "--socket", str(mine / "vaultmem.sock"))
             time.sleep(0.3)
@@ -155,12 +157,9 @@ def test_a_client_checks_who_answers_before_it_sends_a_byte(indexed):
 def test_a_symlinked_socket_directory_is_refused(indexed):
     vault, state = indexed
     with public_dir("vaultmem-link-") as base:
-        theirs = base / "theirs"
-        theirs.mkdir(mode=0o777)
-        os.chmod(theirs, 0o777)
-        os.chown(theirs, *nobody())
-        (base / "run").symlink_to(theirs)
-        with squatter(theirs / "vaultmem.sock") as got:
+        other = theirs(base / "theirs")
+        (base / "run").symlink_to(other)
+        with squatter(other / "vaultmem.sock") as got:
             r = run_cli("status", "--state-dir", str(state), "--socket", str(base / "run" / "vaultmem.sock"))
             time.sleep(0.3)
             assert got.read_bytes() == b""
