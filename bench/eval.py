@@ -11,6 +11,12 @@ chains whose current note comes first and whose superseded notes stay hidden by 
     python bench/eval.py --sets jsquad --mode text
     python bench/eval.py --fusion score --text-weight 0.7 --vector-weight 0.3
     python bench/eval.py --embedder e5            # multilingual-e5-small (first index: minutes)
+    python bench/eval.py --halves                 # each set also split in two by conversation/article
+
+Each figure comes with its standard error (the binomial one for recall, sqrt(p(1-p)/n)).
+`--halves` splits a set's queries in two by the conversation or article their evidence is in
+(the first folder of the note id; alternate folders in sorted order): a change is kept only if
+it helps both halves, so that a gain fitted to some queries shows as a loss on the others.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ SETS = {
     "locomo-session": EVAL / "locomo-dev" / "session",
     "locomo-turns": EVAL / "locomo-dev" / "turns",
     "jsquad": EVAL / "jsquad",
+    "korquad-dev": EVAL / "korquad-dev",
     "supersession": EVAL / "supersession",
     "longmemeval-ku": EVAL / "longmemeval-ku",
 }
@@ -72,6 +79,31 @@ def load_queries(name: str) -> list[dict]:
     return [r for r in rows if r.get("relevant_note_ids") or r.get("current_id")]
 
 
+def group_of(q: dict) -> str:
+    """The conversation or article a query's evidence is in (the first folder of its note id)."""
+    ids = q.get("relevant_note_ids") or [q.get("current_id", "")]
+    return ids[0].split("/", 1)[0]
+
+
+def stats(rs: list[int | None]) -> dict:
+    """Recall at 1, 5, 10 and MRR of the ranks `rs` (None: not in the top 10), each with its
+    standard error (`se_R@1`, ...)."""
+    n = len(rs)
+    out: dict = {"n": n}
+    for k in (1, 5, 10):
+        p = sum(1 for r in rs if r and r <= k) / n
+        out[f"R@{k}"], out[f"se_R@{k}"] = p, (p * (1 - p) / n) ** 0.5
+    rr = [1 / r if r else 0.0 for r in rs]
+    out["MRR"] = sum(rr) / n
+    out["se_MRR"] = statistics.pstdev(rr) / n ** 0.5 if n > 1 else 0.0
+    return out
+
+
+def fmt(res: dict) -> str:
+    return (f"n={res['n']:4d}  R@1 {res['R@1']:.3f}±{res['se_R@1']:.3f}  R@5 {res['R@5']:.3f}±{res['se_R@5']:.3f}  "
+            f"R@10 {res['R@10']:.3f}  MRR {res['MRR']:.3f}±{res['se_MRR']:.3f}")
+
+
 def recall_set(name: str, args) -> dict:
     idx = open_index(name, args)
     usage = Usage(idx.state_dir)  # as users run it: feedback read, retrievals recorded
@@ -80,6 +112,9 @@ def recall_set(name: str, args) -> dict:
     if args.limit:
         queries = queries[: args.limit]
     per_cat: dict[str, list[tuple[int | None]]] = defaultdict(list)
+    halves: dict[str, list[int | None]] = defaultdict(list)
+    groups = sorted({group_of(q) for q in queries})
+    half_of = {g: "AB"[i % 2] for i, g in enumerate(groups)}
     ranks = []
     lat = []
     extra = defaultdict(int)
@@ -108,20 +143,13 @@ def recall_set(name: str, args) -> dict:
         rank = next((i + 1 for i, x in enumerate(ids) if x in relevant), None)
         ranks.append(rank)
         per_cat[q.get("category", "all")].append(rank)
+        halves[half_of[group_of(q)]].append(rank)
     idx.close()
     usage.close()
 
-    def stats(rs):
-        n = len(rs)
-        return {
-            "n": n,
-            "R@1": sum(1 for r in rs if r and r <= 1) / n,
-            "R@5": sum(1 for r in rs if r and r <= 5) / n,
-            "R@10": sum(1 for r in rs if r and r <= 10) / n,
-            "MRR": sum(1 / r for r in rs if r) / n,
-        }
-
     out = {"set": name, **stats(ranks), "median_ms": statistics.median(lat)}
+    if args.halves:
+        out["halves"] = {h: stats(rs) for h, rs in sorted(halves.items())}
     if name.startswith("locomo"):
         out["categories"] = {c: stats(rs) for c, rs in sorted(per_cat.items())}
     for k, v in extra.items():
@@ -150,6 +178,7 @@ def main() -> None:
     ap.add_argument("--dtype", default="float16", choices=["float16", "float32"], help="stored vector type")
     ap.add_argument("--embedder", default="use", choices=["use", "e5"], help="bundled embedder (each gets its own state dir)")
     ap.add_argument("--limit", type=int, help="only the first N queries of each set")
+    ap.add_argument("--halves", action="store_true", help="also each half of a set, split by conversation/article")
     ap.add_argument("--state-root", default=str(ROOT / "bench" / "out"))
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
@@ -158,13 +187,15 @@ def main() -> None:
         if args.json:
             print(json.dumps(res))
             continue
-        line = f"{name:15s} n={res['n']:4d}  R@1 {res['R@1']:.3f}  R@5 {res['R@5']:.3f}  R@10 {res['R@10']:.3f}  MRR {res['MRR']:.3f}  median {res['median_ms']:.1f} ms"
+        line = f"{name:15s} {fmt(res)}  median {res['median_ms']:.1f} ms"
         for k in ("current_first_in_chain", "no_superseded_shown", "current_rank1", "latest_above_stale"):
             if k in res:
                 line += f"  {k} {res[k]:.3f}"
         print(line, flush=True)
-        for c, s in res.get("categories", {}).items():
-            print(f"    {c:12s} n={s['n']:4d}  R@1 {s['R@1']:.3f}  R@5 {s['R@5']:.3f}  R@10 {s['R@10']:.3f}  MRR {s['MRR']:.3f}")
+        for h, st in res.get("halves", {}).items():
+            print(f"    half {h:7s} {fmt(st)}")
+        for c, st in res.get("categories", {}).items():
+            print(f"    {c:12s} {fmt(st)}")
 
 
 if __name__ == "__main__":
