@@ -32,6 +32,7 @@ from .config import Settings, Vault, claude_home, codex_home, gemini_home
 from .client import STILL_INDEXING, DaemonUnavailable
 from . import jsonc
 from .errors import VaultmemError
+from .query import phrase_absent
 from .imports import CODEX_OVERRIDE, GEMINI_MD, is_codex_memory, loaded_with_claude_md
 
 log = logging.getLogger(__name__)
@@ -128,8 +129,8 @@ def recall(backend: Backend, settings: Settings, query: str, k: int = 5, tags: l
                                           ensure_ascii=False))
     hits, clipped = fit([compact(h, roots) for h in out["hits"]], budget - envelope)
     answer: dict[str, Any] = {"hits": hits}
-    said = note("no matching notes" if not hits else left_out(len(out["hits"]) - len(hits)) if clipped else "",
-                indexing)
+    said = note(phrase_absent(out["phrase_absent"]) if out.get("phrase_absent") else "no matching notes" if not hits
+                else left_out(len(out["hits"]) - len(hits)) if clipped else "", indexing)
     if said:
         answer["note"] = said
     return answer

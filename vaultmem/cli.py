@@ -473,7 +473,7 @@ def _index_through_daemon(args: argparse.Namespace, settings, busy: IndexBusy) -
 
 
 def cmd_query(args: argparse.Namespace) -> int:
-    from .query import parse_half_life, parse_moment
+    from .query import parse_half_life, parse_moment, phrase_absent
 
     settings = _settings(args)
     parse_half_life(args.half_life)  # a bad flag is a usage error before anything is opened
@@ -502,10 +502,15 @@ def cmd_query(args: argparse.Namespace) -> int:
     if out.get("incomplete") and not args.quiet:
         print(f"vaultmem: {out['incomplete']}", file=sys.stderr)
     if args.json:
+        if out.get("phrase_absent") and not args.quiet:
+            print(f"vaultmem: {phrase_absent(out['phrase_absent'])}", file=sys.stderr)
         print(json.dumps({"hits": out["hits"], "took_ms": out["took_ms"],
-                          **{k: out[k] for k in ("indexing", "incomplete") if out.get(k)}}, ensure_ascii=False))
+                          **{k: out[k] for k in ("indexing", "incomplete", "phrase_absent") if out.get(k)}},
+                         ensure_ascii=False))
     else:
-        _print_hits(out["hits"], out["took_ms"], out.get("unknown_words", []), args.quiet,
+        if out.get("phrase_absent") and not args.quiet:
+            print(f"vaultmem: {phrase_absent(out['phrase_absent'])}", file=sys.stderr)
+        _print_hits(out["hits"], out["took_ms"], out.get("unknown_words", []), args.quiet or out.get("phrase_absent"),
                     listed=not " ".join(args.text).strip())
     return 0 if out["hits"] else 1
 

@@ -27,7 +27,8 @@ from . import integrity
 from .notes import Chunk, Note, index_text
 from .errors import IndexDamagedError
 from .text import (CJK_RUN, MAX_WORD_CHARS, STOP_WORDS, WORD, bigrams, canonical_words, cjk_runs, gram_tokens,
-                   normalize, query_words, script_segments, split_identifiers, trigrams, word_trigrams)
+                   normalize, query_words, script_segments, split_identifiers, split_scripts, trigrams,
+                   word_trigrams)
 
 log = logging.getLogger(__name__)
 
@@ -253,18 +254,32 @@ class FullText:
         return self.analyzer.analyze(canonical_words(normalized))
 
     def _phrase(self, phrase: str) -> list[tantivy.Query]:
-        """Required clauses for one quoted phrase: each CJK run must occur as a substring,
-        the other words in order."""
+        """Required clauses for one quoted phrase, which every chunk that holds it meets: each of
+        its word terms and CJK bigrams (a lone character: found inside a bigram). Whether they
+        stand side by side, in order, phrase_tokens tells (search.py asks it)."""
         norm = normalize(phrase)
         out: list[tantivy.Query] = []
         for run in cjk_runs(norm):
-            out.append(self._run_query(run))
-        words = self._terms(CJK_RUN.sub(" ", norm))
-        if len(words) == 1:
-            out.append(tantivy.Query.term_query(self.schema, "words", words[0]))
-        elif words:
-            out.append(tantivy.Query.phrase_query(self.schema, "words", words))
+            if len(run) == 1:
+                out.append(self._run_query(run))
+            else:
+                out.extend(tantivy.Query.term_query(self.schema, "grams", g) for g in dict.fromkeys(bigrams(run)))
+        out.extend(tantivy.Query.term_query(self.schema, "words", w)
+                   for w in dict.fromkeys(self._terms(CJK_RUN.sub(" ", norm))))
         return out
+
+    def phrase_tokens(self, text: str) -> tuple[str, ...]:
+        """`text` as a quoted phrase is matched against it, token by token: the word terms of
+        the index (case and accents folded, English word forms alike: "deployed" and "deploys"
+        are "deploy", "bought" is "buy") and each CJK character (katakana words without a final
+        long-vowel mark), in order; spaces and punctuation do not count. A phrase is in a text
+        when its tokens are there side by side: `"rollback gunicorn"` finds "Rollback,
+        Gunicorn" but not "gunicorn rollback"; `"999秒"` finds "999秒" and "999 秒", not 999 and
+        秒 apart."""
+        out: list[str] = []
+        for is_cjk, part in split_scripts(normalize(text)):
+            out.extend(part if is_cjk else self._terms(part))
+        return tuple(out)
 
     def _run_query(self, run: str) -> tantivy.Query:
         if len(run) == 1:
@@ -410,14 +425,21 @@ class FullText:
     @_reads
     def search(self, tq: TextQuery, limit: int, allow: set[str] | None = None,
                deny: set[str] | None = None) -> list[tuple[str, str, float]]:
-        """(chunk id, note key, BM25 score), best first. When quoted phrases match nothing,
-        they are relaxed to boosts rather than answering with nothing."""
+        """(chunk id, note key, BM25 score), best first. Quoted phrases are required."""
         if allow is not None and not allow:
             return []
-        out = self._run_excluding(lambda a, d: self.build(tq, a, d), limit, allow, deny)
-        if not out and tq.phrases:
-            out = self._run_excluding(lambda a, d: self.build(tq, a, d, strict=False), limit, allow, deny)
-        return out
+        return self._run_excluding(lambda a, d: self.build(tq, a, d), limit, allow, deny)
+
+    @_reads
+    def phrase_candidates(self, phrases: tuple[str, ...], allow: set[str] | None = None,
+                          deny: set[str] | None = None) -> list[tuple[str, str]]:
+        """(chunk id, note key) of every chunk that may hold all of the quoted `phrases`: it has
+        their terms (_phrase); whether side by side, phrase_tokens tells (search.py)."""
+        clauses = [(tantivy.Occur.Must, q) for p in phrases for q in self._phrase(p)]
+        if not clauses or (allow is not None and not allow):
+            return []
+        query = tantivy.Query.boolean_query(clauses + self._filters(allow, deny))
+        return [(cid, key) for cid, key, _ in self._run(query, max(1, self.index.searcher().num_docs))]
 
     def _run_excluding(self, build, limit: int, allow: set[str] | None,
                        deny: set[str] | None) -> list[tuple[str, str, float]]:

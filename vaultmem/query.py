@@ -227,3 +227,10 @@ def _where(item: str) -> tuple[str, str]:
     if not sep or not key.strip():
         raise UsageError(f"where {item!r}: write KEY=VALUE (a frontmatter key and its value)")
     return key.strip(), value.strip()
+
+
+def phrase_absent(phrases: list[str]) -> str:
+    """What is said when no note holds a query's quoted phrase (the answer is empty)."""
+    quoted = ", ".join(f'"{p}"' for p in phrases)
+    return (f"no note holds the exact phrase {quoted} (case, width and accents aside, English word forms alike); "
+            "search without the quotes to find the words anywhere")

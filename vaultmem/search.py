@@ -181,6 +181,11 @@ class Searcher:
             # "???", "...": nothing to look up, and the vectors nearest to punctuation are noise
             # (three unrelated notes came back, scored as if they matched)
             return self._hits(q, [], {}, {}, [], t0)
+        if tq.phrases:  # a quoted phrase is exact in every mode: only notes that hold it are hits
+            allow = self._holding(tq.phrases, allow, deny)
+            if not allow:
+                hits, info = self._hits(q, [], {}, {}, [], t0)
+                return hits, {**info, "phrase_absent": list(tq.phrases)}
         unknown = self.index.fulltext.unknown_words(tq) if q.mode != "vector" else []
         if q.mode in ("hybrid", "text"):
             text_hits = self.index.fulltext.search(tq, n, allow, deny)
@@ -204,6 +209,28 @@ class Searcher:
         top = scored[: q.k]
         chunk_for = {key: _chunk_of(key, text_best, vec_best, ent_best) for _, key, _ in top}
         return self._hits(q, top, notes, chunk_for, unknown, t0)
+
+    def _holding(self, phrases: tuple[str, ...], allow: set[str] | None, deny: set[str] | None) -> set[str]:
+        """The notes (among `allow`, not in `deny`) with a chunk that holds every quoted phrase,
+        token by token (FullText.phrase_tokens), in what the index reads of it: its heading path,
+        text, and for a note's first chunk its topic and summary (notes.index_text)."""
+        ft = self.index.fulltext
+        candidates = ft.phrase_candidates(phrases, allow, deny)
+        if not candidates:
+            return set()
+        chunks = self.index.catalog.chunks(cid for cid, _ in candidates)
+        firsts = self.index.catalog.notes({key for cid, key in candidates if cid.endswith("#0")})
+        wanted = ["\x00".join(ft.phrase_tokens(p)) for p in phrases]
+        out = set()
+        for cid, key in candidates:
+            ch, row = chunks.get(cid), firsts.get(key)
+            if ch is None or key in out:
+                continue
+            about = f"{row['topic'] or ''}\n{row['summary'] or ''}" if row is not None and cid.endswith("#0") else ""
+            have = "\x00" + "\x00".join(ft.phrase_tokens(f"{ch['heading']}\n{about}\n{ch['text']}")) + "\x00"
+            if all(f"\x00{w}\x00" in have for w in wanted if w):
+                out.add(key)
+        return out
 
     def _rank(self, q: Query, text_best: dict, vec_best: dict, ent_best: dict, state: dict[str, str | None] | None,
               known: dict[str, Any] | None = None) -> tuple[list[tuple[float, str, dict]], dict[str, Any]]:

@@ -72,6 +72,20 @@ def _runs(normalized: str):
         yield m.start(), (_KATAKANA_LONG_END.sub("", run) if "\u30fc" in run else run)
 
 
+def split_scripts(normalized: str) -> list[tuple[bool, str]]:
+    """Already-normalised text cut into its CJK runs (True; katakana words without a final
+    long-vowel mark, as _runs gives them) and the text between them (False), in order."""
+    out: list[tuple[bool, str]] = []
+    at = 0
+    for m in CJK_RUN.finditer(normalized):
+        out.append((False, normalized[at:m.start()]))
+        run = m.group(0)
+        out.append((True, _KATAKANA_LONG_END.sub("", run) if "\u30fc" in run else run))
+        at = m.end()
+    out.append((False, normalized[at:]))
+    return out
+
+
 def cjk_runs(normalized: str) -> list[str]:
     return [run for _, run in _runs(normalized)]
 
@@ -301,3 +315,4 @@ def script_segments(run: str) -> list[str]:
     if cur:
         segs.append((kind, cur))
     return [s for k, s in segs if k != "hiragana" and len(s) >= 2]
+
