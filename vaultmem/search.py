@@ -33,7 +33,7 @@ import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 from . import dates
 from .catalog import chunk_id, written_at, written_how
@@ -205,10 +205,17 @@ class Searcher:
             scored, notes, text_best = self._look_again(q, tq, n, allow, deny, state, unknown, scored, notes,
                                                         text_best, vec_best, ent_best)
         if q.history:
-            scored = _newest_first_within_chains(scored, notes)
+            scored = _newest_first_within_chains(scored, notes, self._rows_as_of(state))
         top = scored[: q.k]
         chunk_for = {key: _chunk_of(key, text_best, vec_best, ent_best) for _, key, _ in top}
         return self._hits(q, top, notes, chunk_for, unknown, t0)
+
+    def _rows_as_of(self, state: dict[str, str | None] | None) -> Callable[[set[str]], dict]:
+        """Read catalog rows of notes, as the vault stood at `state` (an --as-of query) if given."""
+        def fetch(keys: set[str]) -> dict:
+            rows = self.index.catalog.notes(keys)
+            return {k: _with(r, superseded_by=state.get(k)) for k, r in rows.items()} if state is not None else rows
+        return fetch
 
     def _holding(self, phrases: tuple[str, ...], allow: set[str] | None, deny: set[str] | None) -> set[str]:
         """The notes (among `allow`, not in `deny`) with a chunk that holds every quoted phrase,
@@ -241,10 +248,7 @@ class Searcher:
         fused = self._fuse(text_best, vec_best, q.mode, q.explain)
         wanted = set(fused) | set(ent_best)
         notes = {k: known[k] for k in wanted & known.keys()} if known else {}
-        fetched = self.index.catalog.notes(wanted - notes.keys())
-        if state is not None:  # as the vault stood then
-            fetched = {k: _with(r, superseded_by=state.get(k)) for k, r in fetched.items()}
-        notes.update(fetched)
+        notes.update(self._rows_as_of(state)(wanted - notes.keys()))
         feedback = self.usage.weights(notes) if self.usage is not None and cfg.feedback_weight else {}
         now = q.as_of if q.as_of is not None else time.time()
         named = dates.spans(q.text) if cfg.date_weight else []
@@ -460,19 +464,29 @@ class Searcher:
 
 
 def _chunk_of(key: str, text_best: dict, vec_best: dict, ent_best: dict) -> str:
-    """The chunk a note is shown (and read) by: its best by words, else by meaning, else by entity."""
-    return (text_best.get(key) or vec_best.get(key) or ent_best.get(key))[0]
+    """The chunk a note is shown (and read) by: its best by words, else by meaning, else by
+    entity, else (a newer version brought in above a match) its first."""
+    best = text_best.get(key) or vec_best.get(key) or ent_best.get(key)
+    return best[0] if best else chunk_id(key, 0)
 
 
-def _newest_first_within_chains(scored: list, notes: dict) -> list:
+def _newest_first_within_chains(scored: list, notes: dict, fetch: Callable[[set[str]], dict]) -> list:
     """With history shown, the current version of a fact must rank above every version it
-    superseded: within one chain (notes linked by superseded_by), each older version's score is
-    capped just under the next newer one's, and `explain` says so. Scores stay honest and the
-    list stays sorted by them."""
+    superseded, and each version above the older ones. A version keeps its own score; a newer
+    version of its chain that scores no higher is brought in just above it (the current one
+    fetched when the query did not find it at all: `fetch` reads catalog rows into `notes`),
+    and `explain` says so (newer_version_of_a_match). Capping the older version under its
+    newer one instead, when that one matched nothing, lost the match: a rare word found only in
+    an old version ranked under five unrelated notes in hybrid mode."""
+    def row(key: str):
+        if key not in notes:
+            notes.update(fetch({key}))
+        return notes.get(key)
+
     def root(key: str) -> str:
         seen = {key}
-        while notes.get(key) is not None and notes[key]["superseded_by"] and notes[key]["superseded_by"] not in seen:
-            key = notes[key]["superseded_by"]
+        while (r := row(key)) is not None and r["superseded_by"] and r["superseded_by"] not in seen:
+            key = r["superseded_by"]
             seen.add(key)
         return key
 
@@ -480,21 +494,23 @@ def _newest_first_within_chains(scored: list, notes: dict) -> list:
         r = notes[key]
         return (r["superseded_by"] is not None, -written_at(r), r["path"])
 
-    groups: dict[str, list[int]] = {}
-    for i, (_, key, _) in enumerate(scored):
-        groups.setdefault(root(key), []).append(i)
-    out = list(scored)
-    for slots in groups.values():
-        if len(slots) < 2:
-            continue
-        ceiling = None
-        for i in sorted(slots, key=lambda i: recency(scored[i][1])):
-            score, key, parts = out[i]
-            if ceiling is not None and score >= ceiling:
-                parts["capped_below_newer_version"] = round(score, 6)
-                score = ceiling * 0.999
-            out[i] = (score, key, parts)
-            ceiling = score
+    score = {key: s for s, key, _ in scored}
+    parts = {key: p for _, key, p in scored}
+    groups: dict[str, set[str]] = {}
+    for _, key, _ in scored:
+        if notes.get(key) is not None and notes[key]["superseded_by"]:
+            top = root(key)
+            if row(top) is not None:
+                groups.setdefault(top, {top}).add(key)
+    for top, members in groups.items():
+        for key in members - score.keys():
+            score[key], parts[key] = float("-inf"), {}
+        chain = sorted(members, key=recency)  # newest first
+        for newer, older in reversed(list(zip(chain, chain[1:]))):
+            if score[newer] <= score[older]:
+                score[newer] = score[older] * 1.001 + 1e-6
+                parts[newer]["newer_version_of_a_match"] = notes[older]["path"]
+    out = [(score[k], k, parts[k]) for k in score]
     out.sort(key=lambda x: (-x[0], x[1]))
     return out
 
