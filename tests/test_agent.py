@@ -714,7 +714,7 @@ def test_prompt_hook_adds_the_current_note_a_prompt_bears_on_and_nothing_otherwi
     unrelated = "Write a haiku about autumn leaves falling on a quiet pond"
     assert prompt_hook(example_state, unrelated).stdout == ""
     ungated = tmp_path / "ungated.toml"
-    ungated.write_text("[agent]\nprompt_min_cosine = 0\n")
+    ungated.write_text("[agent]\nprompt_min_relevance = 0\n")
     assert prompt_hook(example_state, unrelated, "--config", str(ungated)).stdout, \
         "without the gate the same prompt gets notes: the gate is what keeps it quiet"
     ask = "deploy procedure on Kubernetes with Argo CD"
@@ -899,3 +899,35 @@ def test_recall_answers_within_budget_with_the_matching_section(env):
     assert top["file"].endswith("memory/long.md") and top["heading"].endswith("Ocelot")
     assert "ocelot switch" in top["section"].lower() and "Paragraph 1 " not in top["section"]
     assert (top["lines"].split("-")[0]) != "1"
+
+
+@pytest.mark.slow
+def test_relevance_lets_recall_and_the_cli_say_that_nothing_is_relevant(daemon):
+    """Every hit carries a relevance (0..1); MCP recall answers nothing, and says so, when no hit
+    reaches [agent] min_relevance (it gave five unrelated notes to "Write a haiku about autumn
+    leaves", with no score at all), and `query --min-relevance` drops hits from the shell."""
+    shutil.copy(EXAMPLE / "memory" / "deploy-2026-05.md", daemon.vault / "memory/deploy.md")
+    atomic_save(daemon.vault / "memory/cache.md", note("cache", "Warm the Redis cache before the release window.\n"))
+    atomic_save(daemon.vault / "memory/budget.md", note("budget", "The cloud budget is reviewed each quarter.\n"))
+    daemon.start()
+    e = {"VAULTMEM_SOCKET": str(daemon.sock)}
+    out = daemon.request({"op": "query", "text": "how do we deploy to production"})
+    assert out["hits"] and all(0.0 <= h["relevance"] <= 1.0 for h in out["hits"])
+    assert out["hits"][0]["path"] == "memory/deploy.md" and out["hits"][0]["relevance"] > 0.2, out["hits"][0]
+    r = run_cli("query", "how do we deploy to production", "--json", "--min-relevance", "0.2", "--state-dir",
+                str(daemon.state), env=e)
+    assert r.returncode == 0, r.stderr
+    assert [h["path"] for h in json.loads(r.stdout)["hits"]] == ["memory/deploy.md"]
+    r = run_cli("query", "how do we deploy to production", "--min-relevance", "0.9999", "--state-dir",
+                str(daemon.state), env=e)
+    assert r.returncode == 1 and r.stdout == "", r
+    human = run_cli("query", "how do we deploy to production", "--state-dir", str(daemon.state), env=e)
+    assert "relevance 0." in human.stdout
+
+    async def steps(client):
+        off = structured(await client.call_tool("recall", {"query": "Write a haiku about autumn leaves"}))
+        on = structured(await client.call_tool("recall", {"query": "warm the cache before a release"}))
+        return off, on
+    off, on = mcp_session(["--state-dir", str(daemon.state)], e, steps)
+    assert off["hits"] == [] and "nothing in memory bears on this" in off["note"], off
+    assert on["hits"][0]["file"].endswith("cache.md") and on["hits"][0]["relevance"] >= 0.015, on

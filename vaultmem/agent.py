@@ -68,10 +68,27 @@ def compact(hit: dict, roots: dict[str, str]) -> dict[str, Any]:
             out[key] = hit[key]
     if hit.get("tags"):
         out["tags"] = hit["tags"]
+    if hit.get("relevance") is not None:
+        out["relevance"] = hit["relevance"]
     out["snippet"] = hit["snippet"]
     if hit.get("section"):
         out["section"] = hit["section"]
     return out
+
+
+def relevant(hits: list[dict], settings: Settings) -> bool:
+    """Whether a query's hits bear on it: one of them reaches [agent] min_relevance. A query
+    about nothing the memory holds (chit-chat, another project's question) gets nothing rather
+    than the least bad notes (bench/abstain.py measures the floor)."""
+    return any((h.get("relevance") or 0.0) >= settings.agent.min_relevance for h in hits)
+
+
+def _nothing_relevant(hits: list[dict], settings: Settings) -> str:
+    if not hits:
+        return "no matching notes"
+    best = max((h.get("relevance") or 0.0) for h in hits)
+    return (f"nothing in memory bears on this: the best hit's relevance is {best:.3f}, under the floor of "
+            f"{settings.agent.min_relevance:g} ([agent] min_relevance)")
 
 
 def fit(items: list[dict], budget: int) -> tuple[list[dict], bool]:
@@ -123,6 +140,10 @@ def recall(backend: Backend, settings: Settings, query: str, k: int = 5, tags: l
 
     def note(*parts: str) -> str:
         return "; ".join(p for p in parts if p)
+
+    if not relevant(out["hits"], settings):
+        return {"hits": [], "note": note(phrase_absent(out["phrase_absent"]) if out.get("phrase_absent")
+                                         else _nothing_relevant(out["hits"], settings), indexing)}
 
     # the answer's own keys come first out of the budget, with the longest note it may carry
     envelope = estimate_tokens(json.dumps({"hits": [], "note": note(left_out(len(out["hits"])), indexing)},
@@ -274,29 +295,29 @@ def prompt_queries(prompt: str) -> list[str]:
 
 
 def prompt_hits(backend: Backend, settings: Settings, prompt: str, shown: set[str] = frozenset(),
-                min_cosine: float | None = None, agent: str = "claude") -> tuple[list[dict], dict[str, str]]:
+                min_relevance: float | None = None, agent: str = "claude") -> tuple[list[dict], dict[str, str]]:
     """The hits the prompt hook shows for `prompt`, and the vaults' roots. Hits whose file the
     `agent` loads itself, or in `shown` (the session has them already), are passed over; of the
-    best `[agent] prompt_notes` left, a hit is kept only when its best chunk's cosine with the
-    prompt reaches `min_cosine` (default `[agent] prompt_min_cosine`; 0: no gate). Scores are
-    relative to the other hits, so they cannot tell that nothing is relevant; a cosine can.
-    A long prompt's several queries (`prompt_queries`) are merged by that cosine."""
+    best `[agent] prompt_notes` left, a hit is kept only when its relevance (the chance it
+    answers) reaches `min_relevance` (default `[agent] prompt_min_relevance`; 0: no gate). Scores are
+    relative to the other hits, so they cannot tell that nothing is relevant; relevance can.
+    A long prompt's several queries (`prompt_queries`) are merged by relevance."""
     cfg = settings.agent
-    gate = cfg.prompt_min_cosine if min_cosine is None else min_cosine
+    gate = cfg.prompt_min_relevance if min_relevance is None else min_relevance
     queries = prompt_queries(prompt)
     k = cfg.prompt_notes + min(len(shown), 50) + 5  # room for the hits passed over
     best: dict[str, dict] = {}
     for text in queries:
         for h in backend.request({"op": "query", "text": text, "k": k, "mode": "hybrid",
                                   "section_chars": 600, "explain": True, "record": False})["hits"]:
-            if _key(h) not in best or _cosine(h) > _cosine(best[_key(h)]):
+            if _key(h) not in best or _relevance(h) > _relevance(best[_key(h)]):
                 best[_key(h)] = h
     hits = list(best.values())
     if len(queries) > 1:
-        hits.sort(key=_cosine, reverse=True)
+        hits.sort(key=_relevance, reverse=True)
 
     def close(h: dict) -> bool:
-        return not gate or _cosine(h) >= gate
+        return not gate or _relevance(h) >= gate
     if not any(close(h) for h in hits):  # most prompts: done without another request
         return [], {}
     roots = vault_roots(backend)
@@ -304,8 +325,8 @@ def prompt_hits(backend: Backend, settings: Settings, prompt: str, shown: set[st
     return [h for h in hits[: cfg.prompt_notes] if close(h)], roots
 
 
-def _cosine(hit: dict) -> float:
-    return (hit.get("explain") or {}).get("cosine", -1.0)
+def _relevance(hit: dict) -> float:
+    return hit.get("relevance") or 0.0
 
 
 def prompt_context(backend: Backend, settings: Settings, prompt: str, session_id: str | None = None,

@@ -67,6 +67,9 @@ def _query_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-record", action="store_true",
                    help="do not count these hits as retrieved (for scripts and evaluations)")
     p.add_argument("--explain", action="store_true", help="show every factor of each hit's score")
+    p.add_argument("--min-relevance", type=float, metavar="P",
+                   help="drop hits less likely than P (0..1) to answer the query (default 0: keep all; "
+                        "MCP recall answers nothing when no hit reaches [agent] min_relevance)")
 
 
 def _filter_options(p: argparse.ArgumentParser) -> None:
@@ -294,8 +297,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         "session-start: the most relevant current memories for the project in the "
                         "working directory, within a token budget ([agent] hook_tokens).\n"
                         "user-prompt-submit: the few notes that bear on the prompt just sent, or nothing "
-                        "(as for most prompts): a note is shown only when its cosine with the prompt "
-                        "reaches [agent] prompt_min_cosine, and not again in the same session.\n"
+                        "(as for most prompts): a note is shown only when its relevance (the chance it "
+                        "answers) reaches [agent] prompt_min_relevance, and not again in the same session.\n"
                         "install: add both hooks (or --only one) to the agent's hooks file; "
                         "uninstall: take them out again (nothing else); "
                         "print: show the entries to add by hand.\n\n"
@@ -487,7 +490,7 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise UsageError("nothing to search for: give query text, a filter to list notes newest first "
                          "(--tag, --kind, --topic, --path, --vault, --since, --until, --where), or --batch FILE")
     opts = {"k": args.k, "mode": args.mode, "explain": args.explain, "half_life": args.half_life,
-            "as_of": args.as_of, "task": args.task}
+            "as_of": args.as_of, "task": args.task, "min_relevance": args.min_relevance}
     opts = {**filters, **{k: v for k, v in opts.items() if v not in (None, [], False)}}
     if args.no_record:
         opts["record"] = False
@@ -576,7 +579,8 @@ def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = (), quiet
         if h.get("imported_by"):
             changed += f"  (imported by {h['imported_by']})"
         print(bold(f"{i}. {h['vault']}:{h['path']}:{h['line_start']}-{h['line_end']}")
-              + f"  {h['heading']}  [{state}]" + ("" if listed else f" score {h['score']:.4f}") + changed)
+              + f"  {h['heading']}  [{state}]" + ("" if listed else f" score {h['score']:.4f}")
+              + (f" relevance {h['relevance']:.2f}" if h.get("relevance") is not None else "") + changed)
         meta = [f"topic: {h['topic']}" if h.get("topic") else "",
                 f"tags: {', '.join(h['tags'])}" if h.get("tags") else "", f"kind: {h['kind']}", h.get("date") or ""]
         meta += [f"{k}: {_short(v)}" for k, v in (h.get("extra") or {}).items()]

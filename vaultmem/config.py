@@ -78,6 +78,11 @@ DEFAULTS: dict[str, Any] = {
         "expand_terms": 10,
         "expand_weight": 0.3,
         "snippet_chars": 240,
+        # a hit's relevance, the chance it answers the query, fitted by bench/abstain.py:
+        # sigmoid(b + w . [coverage, log(1 + evidence), cosine, coverage x cosine]); text mode
+        # (no cosine): [b, w_coverage, w_evidence]
+        "relevance": [-6.287, 5.528, 0.431, -0.49, 2.123],
+        "relevance_text": [-6.856, 6.523, 0.476],
     },
     "daemon": {
         "socket": "",  # empty: $XDG_RUNTIME_DIR/vaultmem/vaultmem.sock
@@ -99,7 +104,11 @@ DEFAULTS: dict[str, Any] = {
         "section_chars": 1200,  # a hit's matching section, clipped
         "prompt_tokens": 500,  # what the prompt hook adds to one prompt
         "prompt_notes": 3,  # hits the prompt hook looks at
-        "prompt_min_cosine": 0.25,  # ...and shows only those at least this close to the prompt
+        # MCP recall answers nothing when no hit reaches this relevance (the chance it answers:
+        # search.relevance), and the prompt hook shows a note only when it reaches
+        # prompt_min_relevance; measured by bench/abstain.py and bench/prompt_gate.py (README)
+        "min_relevance": 0.015,
+        "prompt_min_relevance": 0.03,
     },
     "inventory": {
         "stale_days": 180.0,
@@ -231,6 +240,8 @@ class SearchSettings:
     expand_terms: int
     expand_weight: float
     snippet_chars: int
+    relevance: tuple[float, ...]
+    relevance_text: tuple[float, ...]
 
 
 @dataclass(frozen=True)
@@ -267,7 +278,8 @@ class AgentSettings:
     section_chars: int
     prompt_tokens: int
     prompt_notes: int
-    prompt_min_cosine: float
+    min_relevance: float
+    prompt_min_relevance: float
 
 
 SECTIONS = {"index": IndexSettings, "embedder": EmbedderSettings, "search": SearchSettings,
@@ -316,8 +328,18 @@ def default_state_dir() -> Path:
     return Path(base) / "vaultmem"
 
 
+# settings that are gone, and what took their place: a config file that still has one loads,
+# and the log says so once
+RETIRED = {"prompt_min_cosine": "[agent] prompt_min_relevance (the chance a hit answers, 0..1)"}
+
+
 def _merge(base: dict, over: dict, where: str) -> None:
     for key, value in over.items():
+        if key in RETIRED and key not in base:
+            import logging
+
+            logging.getLogger(__name__).warning("%s: '%s' is no longer read; see %s", where, key, RETIRED[key])
+            continue
         if key not in base:
             raise ConfigError(f"{where}: unknown setting '{key}'")
         if isinstance(base[key], dict) and key != "vaults":
@@ -474,6 +496,11 @@ def _coerce(default: Any, value: Any, where: str) -> Any:
                 number = float(value)
                 if math.isfinite(number):
                     return number
+        elif kind is list and default and all(isinstance(v, (int, float)) for v in default):  # numbers
+            if isinstance(value, (list, tuple)) and len(value) == len(default) and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value):
+                return tuple(float(v) for v in value)
+            raise ConfigError(f"{where} must be a list of {len(default)} numbers, not {value!r}")
         elif kind is list:
             items = [value] if isinstance(value, str) else value
             if isinstance(items, list) and all(isinstance(v, str) for v in items):

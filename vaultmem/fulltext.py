@@ -490,6 +490,38 @@ class FullText:
             limit, allow, deny)
 
     @_reads
+    def coverage(self, tq: TextQuery, texts: dict[str, str]) -> dict[str, tuple[float, float]]:
+        """For each text (a hit's chunk as the index reads it): the share of the query's terms
+        it holds, each weighted by its IDF (its words, stemmed, and CJK bigrams, quoted phrases
+        included; 1.0 when every term is there, 0 when none), and the IDF those terms carry, in
+        units of the IDF of a term only one chunk has (how much the match says: common words
+        say little; about the number of rare terms matched, whatever the index's size).
+        Absolute measures, unlike BM25, whose scale moves with the query and the index;
+        relevance features (search.py)."""
+        words = set(tq.words) | {w for p in tq.phrases for w in self._terms(CJK_RUN.sub(" ", normalize(p)))}
+        grams = set(tq.grams) | {g for p in tq.phrases for r in cjk_runs(normalize(p)) for g in bigrams(r)}
+        if not words and not grams:
+            return {k: (0.0, 0.0) for k in texts}
+        searcher = self.index.searcher()
+        total = max(1, searcher.num_docs)
+
+        def idf(field: str, term: str) -> float:
+            df = searcher.doc_freq(field, term)
+            return math.log(1.0 + (total - df + 0.5) / (df + 0.5))
+        weights = [("words", w, idf("words", w)) for w in words] + [("grams", g, idf("grams", g)) for g in grams]
+        rarest = math.log(1.0 + (total - 0.5) / 1.5)  # the IDF of a term one chunk has
+        whole = sum(w for _, _, w in weights) or 1.0
+        out = {}
+        for key, text in texts.items():
+            norm = normalize(split_identifiers(text))
+            have_words = set(self._terms(CJK_RUN.sub(" ", norm))) if words else set()
+            # a bigram of two CJK characters side by side is one of the text's (substring: no set of
+            # every bigram of a long Japanese chunk, 1 ms a query)
+            held = sum(w for field, t, w in weights if (t in have_words if field == "words" else t in norm))
+            out[key] = (held / whole, held / rarest)
+        return out
+
+    @_reads
     def num_docs(self) -> int:
         return self.index.searcher().num_docs
 

@@ -78,8 +78,11 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
 
         Returns {"hits": [...]} best first; each hit has `file` and `lines` (open the file at
         those lines for the full text), `heading`, `current`, `topic`, `tags`, `kind`, `date`,
-        `snippet` (matched words in **bold**) and `section` (the matching part of the note,
-        clipped). The answer stays within a token budget; `note` says if hits were left out.
+        `relevance` (0-1: the chance it answers the query), `snippet` (matched words in
+        **bold**) and `section` (the matching part of the note, clipped). When no hit is likely
+        to answer (nothing in memory bears on the query), `hits` is empty and `note` says so;
+        do not retry with other words. The answer stays within a token budget; `note` says if
+        hits were left out. A "quoted phrase" matches only notes that hold it.
         """
         return call(lambda b: agent.recall(b, settings, query, k, tags, kind, history))
 

@@ -34,6 +34,7 @@ class Query:
     task: str | None = None  # attributes the hits to this task in the usage records
     record: bool = True  # count the hits as retrieved
     section_chars: int = 0  # > 0: each hit carries its matching section, clipped to this
+    min_relevance: float = 0.0  # hits less likely than this to answer the query are dropped
     since: float | None = None  # only notes written (date, else mtime) at or after this
     where: tuple[tuple[str, str], ...] = ()  # other frontmatter keys: (key, value) pairs, all must hold
     until: float | None = None  # ...and before this
@@ -43,7 +44,7 @@ class Query:
 # option names accepted in a request, with their aliases
 OPTIONS = ("text", "k", "tags", "tag", "any_tags", "kinds", "kind", "topic", "vaults", "vault", "path",
            "history", "mode", "explain", "half_life", "as_of", "task", "record",
-           "section_chars", "since", "until", "where")
+           "section_chars", "since", "until", "where", "min_relevance")
 
 
 def check_unicode(req: dict) -> None:
@@ -217,6 +218,7 @@ def build_query(opts: dict[str, Any], default_k: int, default_mode: str,
         as_of=parse_moment(opts.get("as_of")), task=str(opts["task"]) if opts.get("task") else None,
         record=opts.get("record", True) is not False,
         section_chars=_int(opts.get("section_chars") or 0, "section_chars", 0, 100_000),
+        min_relevance=number_field(opts, "min_relevance", 0.0, 1.0) or 0.0,
         since=since, until=until,
         where=tuple(_where(w) for w in list_field(opts, "where")),
     )

@@ -27,6 +27,7 @@ usage records (which notes were returned, for which task).
 from __future__ import annotations
 
 import functools
+import math
 import json
 import os
 import re
@@ -70,10 +71,11 @@ class Hit:
     extra: dict[str, Any] = field(default_factory=dict)  # frontmatter keys vaultmem does not interpret
     explain: dict[str, Any] | None = field(default=None)
     section: str | None = field(default=None)  # the matching chunk's text, when asked for
+    relevance: float | None = field(default=None)  # the chance it answers the query (relevance()); None: a listing
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
-        for optional in ("explain", "section"):
+        for optional in ("explain", "section", "relevance"):
             if d[optional] is None:
                 del d[optional]
         return d
@@ -191,6 +193,7 @@ class Searcher:
             text_hits = self.index.fulltext.search(tq, n, allow, deny)
             if unknown:
                 text_hits = self._spelled_like(tq, text_hits, unknown)
+        qvec = None
         if q.mode in ("hybrid", "vector"):
             qvec = self.index.embedder.embed_query([q.text])[0]
             vec_hits = self.index.vectors.search(qvec, n, allow, deny)
@@ -208,7 +211,30 @@ class Searcher:
             scored = _newest_first_within_chains(scored, notes, self._rows_as_of(state))
         top = scored[: q.k]
         chunk_for = {key: _chunk_of(key, text_best, vec_best, ent_best) for _, key, _ in top}
-        return self._hits(q, top, notes, chunk_for, unknown, t0)
+        return self._hits(q, top, notes, chunk_for, unknown, t0, tq, qvec)
+
+    def _relevance(self, q: Query, tq: TextQuery, qvec, chunks: dict, notes: dict) -> dict[str, tuple[float, dict]]:
+        """chunk id -> (relevance, its features) for the hits' chunks: the chance that a hit
+        answers the query, from two absolute measures of it (a fused score is relative to the
+        query's best), by a logistic model fitted on the judged dev sets and off-topic prompts
+        (bench/abstain.py prints how, and the figures): `coverage`, the IDF-weighted share of the
+        query's terms the chunk holds, and `cosine`, the chunk's to the query (hybrid and vector
+        mode; text mode, which loads no model, has a model of coverage alone)."""
+        texts = {}
+        for cid, ch in chunks.items():
+            row = notes.get(cid.rsplit("#", 1)[0])
+            about = f"{row['topic'] or ''}\n{row['summary'] or ''}\n" if row is not None and cid.endswith("#0") else ""
+            texts[cid] = f"{ch['heading']}\n{about}{ch['text']}"
+        cover = self.index.fulltext.coverage(tq, texts)
+        cos = self.index.vectors.cosines(qvec, list(texts)) if qvec is not None else {}
+        out = {}
+        for cid in texts:
+            share, held = cover.get(cid, (0.0, 0.0))
+            feats = {"coverage": round(share, 4), "evidence": round(held, 4)}
+            if qvec is not None:
+                feats["cosine"] = round(cos.get(cid, 0.0), 4)
+            out[cid] = (round(relevance(feats, self.cfg), 4), feats)
+        return out
 
     def _rows_as_of(self, state: dict[str, str | None] | None) -> Callable[[set[str]], dict]:
         """Read catalog rows of notes, as the vault stood at `state` (an --as-of query) if given."""
@@ -370,10 +396,11 @@ class Searcher:
         return self._hits(q, top, notes, {key: chunk_id(key, 0) for key in newest}, [], t0)
 
     def _hits(self, q: Query, top: list, notes: dict, chunk_for: dict[str, str], unknown: list[str],
-              t0: float) -> tuple[list[Hit], dict[str, Any]]:
+              t0: float, tq: TextQuery | None = None, qvec=None) -> tuple[list[Hit], dict[str, Any]]:
         cfg = self.cfg
         retired = self._retired()
         chunks = self.index.catalog.chunks(chunk_for.values())
+        rel = self._relevance(q, tq, qvec, chunks, notes) if tq is not None else {}
         sup_keys = [notes[key]["superseded_by"] for _, key, _ in top if notes[key]["superseded_by"]]
         sup_paths = {k: k.split(":", 1)[1] for k in sup_keys}
         terms = highlight_terms(q.text)
@@ -407,7 +434,12 @@ class Searcher:
                 extra=extra_keys(json.loads(row["meta"] or "{}")),
                 explain=parts if q.explain else None,
                 section=_clip(text, q.section_chars) if q.section_chars else None,
+                relevance=rel[chunk_for[key]][0] if chunk_for[key] in rel else None,
             ))
+            if q.explain and chunk_for[key] in rel:
+                parts.update(rel[chunk_for[key]][1])
+        if q.min_relevance:  # asked for: the hits less likely than that to answer go (a listing has none)
+            hits = [h for h in hits if h.relevance is not None and h.relevance >= q.min_relevance]
         if self.usage is not None and q.record:
             self.usage.record([(f"{h.vault}:{h.path}", h.score) for h in hits], q.task)
         info: dict[str, Any] = {"took_ms": round((time.perf_counter() - t0) * 1000, 2)}
@@ -461,6 +493,23 @@ class Searcher:
                     names.add(gram)
         return sorted(n for n in names if len(n) >= 2)
 
+
+
+def relevance_inputs(feats: dict[str, float]) -> list[float]:
+    """The inputs of the relevance model, in the order of its coefficients after the first:
+    coverage, evidence, and with a cosine (hybrid and vector mode) cosine and coverage x cosine."""
+    out = [feats["coverage"], feats["evidence"]]
+    if "cosine" in feats:
+        out += [feats["cosine"], feats["coverage"] * feats["cosine"]]
+    return out
+
+
+def relevance(feats: dict[str, float], cfg) -> float:
+    """sigmoid(b + w . relevance_inputs): the coefficients are [search] relevance (with a
+    cosine) and relevance_text (without), fitted by bench/abstain.py."""
+    b, *w = cfg.relevance if "cosine" in feats else cfg.relevance_text
+    z = b + sum(wi * x for wi, x in zip(w, relevance_inputs(feats)))
+    return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
 
 def _chunk_of(key: str, text_best: dict, vec_best: dict, ent_best: dict) -> str:

@@ -348,6 +348,18 @@ class Vectors:
                 log.info("built the vector index in %.0f s", time.perf_counter() - t)
 
     @_reads
+    def cosines(self, vector: np.ndarray, chunk_ids: list[str]) -> dict[str, float]:
+        """The cosine of each of the chunks with the (unit) query vector; a chunk the table does
+        not hold is left out."""
+        memory, (n, alive, rows_of) = self._memory_view()
+        rows = [(cid, r) for cid in chunk_ids for r in rows_of.get(cid.rsplit("#", 1)[0], ())
+                if r < n and alive[r] and memory.chunks[r] == cid]
+        if not rows:
+            return {}
+        scores = memory.matrix[[r for _, r in rows]] @ np.asarray(vector, dtype=np.float32)
+        return {cid: float(x) for (cid, _), x in zip(rows, scores)}
+
+    @_reads
     def find_chunks(self, ids: list[str]) -> set[str]:
         """Those of the chunk ids the table holds with a vector, read back from its data files
         (a check that it holds what the catalog says: integrity.py)."""
