@@ -79,10 +79,10 @@ DEFAULTS: dict[str, Any] = {
         "expand_weight": 0.3,
         "snippet_chars": 240,
         # a hit's relevance, the chance it answers the query, fitted by bench/abstain.py:
-        # sigmoid(b + w . [coverage, log(1 + evidence), cosine, coverage x cosine]); text mode
+        # sigmoid(b + w . [coverage, evidence, cosine, coverage x cosine]); text mode
         # (no cosine): [b, w_coverage, w_evidence]
-        "relevance": [-6.287, 5.528, 0.431, -0.49, 2.123],
-        "relevance_text": [-6.856, 6.523, 0.476],
+        "relevance": [-6.314, 5.54, 0.422, -0.396, 2.109],
+        "relevance_text": [-6.856, 6.535, 0.468],
     },
     "daemon": {
         "socket": "",  # empty: $XDG_RUNTIME_DIR/vaultmem/vaultmem.sock
