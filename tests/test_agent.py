@@ -931,3 +931,40 @@ def test_relevance_lets_recall_and_the_cli_say_that_nothing_is_relevant(daemon):
     off, on = mcp_session(["--state-dir", str(daemon.state)], e, steps)
     assert off["hits"] == [] and "nothing in memory bears on this" in off["note"], off
     assert on["hits"][0]["file"].endswith("cache.md") and on["hits"][0]["relevance"] >= 0.015, on
+
+
+def test_mcp_tools_are_written_for_a_model(tmp_path):
+    """Parameter schemas carry descriptions and bounds, and the tool checks them (k=0 gave 5
+    hits, k=500 gave 13); errors name the tool's parameters (`vault`, not --vault) with no link
+    to a library's documentation; answers are compact JSON with no field repeating another (on
+    short notes the snippet repeated the section: ~40% of a recall answer was repetition or
+    indentation)."""
+    state = tmp_path / "st"
+    (tmp_path / "other/memory").mkdir(parents=True)
+    (tmp_path / "other/memory/a.md").write_text(note("a", "the other note\n"))
+    assert run_cli("index", "--vault", f"example={EXAMPLE}", "--vault", f"other={tmp_path / 'other'}",
+                   "--state-dir", str(state)).returncode == 0
+
+    async def steps(client):
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        bad = [await client.call_tool("recall", {"query": "deploy", "k": k}) for k in (0, 500)]
+        good = await client.call_tool("recall", {"query": "how do we deploy to production", "k": 3})
+        vague = await client.call_tool("remember", {"topic": "pager", "text": "The rota is on the wiki."})
+        return tools, bad, good, vague
+    tools, bad, good, vague = mcp_session(["--state-dir", str(state)], {"VAULTMEM_SOCKET": str(tmp_path / "none")},
+                                          steps)
+    k = tools["recall"].input_schema["properties"]["k"]
+    assert (k["minimum"], k["maximum"]) == (1, 20) and "hits" in k["description"]
+    for name, t in tools.items():
+        for pname, spec in t.input_schema["properties"].items():
+            assert spec.get("description"), (name, pname)
+    for answer in bad:
+        assert answer.is_error and "`k` must be 1 to 20" in answer.content[0].text
+        assert "pydantic" not in answer.content[0].text and "http" not in answer.content[0].text
+    assert vague.is_error and "`vault`" in vague.content[0].text and "--vault" not in vague.content[0].text
+    text = good.content[0].text
+    assert "\n" not in text and ": " not in text.split('"hits"')[0], "compact: no indentation"
+    hits = good.structured_content["hits"]
+    assert hits and json.loads(text)["hits"] == hits
+    for h in hits:
+        assert "section" in h and ("snippet" not in h or h["snippet"].replace("**", "").strip("… ") not in h["section"])

@@ -70,9 +70,12 @@ def compact(hit: dict, roots: dict[str, str]) -> dict[str, Any]:
         out["tags"] = hit["tags"]
     if hit.get("relevance") is not None:
         out["relevance"] = hit["relevance"]
-    out["snippet"] = hit["snippet"]
-    if hit.get("section"):
-        out["section"] = hit["section"]
+    section = hit.get("section")
+    plain = hit["snippet"].replace("**", "").strip("… \n")
+    if not section or plain not in " ".join(re.sub(r"\*\*|__", "", section).split()):  # the section says it all
+        out["snippet"] = hit["snippet"]
+    if section:
+        out["section"] = section
     return out
 
 

@@ -14,13 +14,15 @@ import contextlib
 import inspect
 import json
 import os
+import re
 import sys
 import threading
-from typing import Any, Iterator
+from typing import Annotated, Any, Iterator
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
 
 from . import __version__, agent
 from .backend import Backend
@@ -38,6 +40,41 @@ DRAIN_SECONDS = 60.0  # at the end of input, how long requests already read may 
 INVENTORY_ITEMS = 5  # findings shown per section
 LIST_ITEMS = 20  # notes listed in one answer
 TAG_ITEMS = 50  # tags listed in one answer, most used first
+
+
+def param(description: str, **bounds: Any) -> Any:
+    """A parameter's description and bounds, in the schema the model reads. The bounds are
+    advertised only (json_schema_extra) and checked by the tool itself: the SDK's own check
+    answered a model with a pydantic error and a link to pydantic's documentation."""
+    return Field(description=description, json_schema_extra=bounds or None)
+
+
+K_MAX = 20
+Query = Annotated[str, param("what you need, in words likely to appear in the note; a \"quoted phrase\" "
+                              "matches only notes that hold it", minLength=1)]
+K = Annotated[int, param(f"how many hits, 1-{K_MAX}", minimum=1, maximum=K_MAX)]
+Tags = Annotated[list[str] | None, param("only notes with all of these tags (see the tags tool for the names)")]
+Kind = Annotated[str | None, param("only notes of this kind: decision, correction, knowledge, insight, ...")]
+Vault = Annotated[str | None, param("a vault's name (status lists them)")]
+Path_ = Annotated[str | None, param("a note's file, as recall returned it")]
+Topic = Annotated[str, param("a short, stable name for the fact (\"deploy procedure\"): a note on a topic that "
+                             "exists replaces the old version", minLength=1, maxLength=200)]
+Importance = Annotated[float | None, param("0 to 1 (default 0.5)", minimum=0, maximum=1)]
+Task = Annotated[str | None, param("an id for the task at hand, to credit notes to it")]
+
+
+def for_a_model(message: str) -> str:
+    """An error of vaultmem's in the words of the tools: their parameters (`vault`), not the
+    command line's flags (--vault)."""
+    message = message.replace("(an argument, or - to read stdin)", "(`text`)")
+    return re.sub(r"--([a-z][a-z-]*)", lambda m: f"`{m.group(1).replace('-', '_')}`", message)
+
+
+def compact_result(out: dict[str, Any]) -> CallToolResult:
+    """The answer as compact JSON text (no indentation: a model pays for every character of it)
+    and as structured content."""
+    text = json.dumps(out, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=out)
 
 
 def build(settings: Settings, socket: str | None = None, explicit_state_dir: bool = False) -> MCPServer:
@@ -59,15 +96,16 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
             out = fn(backend)
             if not backend.via_daemon and isinstance(out, dict):
                 out["answered_by"] = "in-process (no vaultmem daemon is running; answers are slower)"
-            return out
+            return compact_result(out)
         except VaultmemError as err:
-            raise ToolError(str(err)) from None
+            raise ToolError(for_a_model(str(err))) from None
         finally:
             backend.close()
 
     @tool("Recall from memory", read_only=True)
-    def recall(query: str, k: int = 5, tags: list[str] | None = None, kind: str | None = None,
-               history: bool = False) -> dict[str, Any]:
+    def recall(query: Query, k: K = 5, tags: Tags = None, kind: Kind = None,
+               history: Annotated[bool, param("also superseded versions, marked current: false")] = False
+               ) -> dict[str, Any]:
         """Search the user's memory notes by words and meaning (English, Japanese, Korean).
 
         Use it before deciding anything an earlier session may have settled, and when the user
@@ -84,10 +122,12 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
         do not retry with other words. The answer stays within a token budget; `note` says if
         hits were left out. A "quoted phrase" matches only notes that hold it.
         """
+        if not 1 <= k <= K_MAX:
+            raise ToolError(f"`k` must be 1 to {K_MAX}, not {k}")
         return call(lambda b: agent.recall(b, settings, query, k, tags, kind, history))
 
     @tool("List the tags in use", read_only=True)
-    def tags(tags: list[str] | None = None, kind: str | None = None) -> dict[str, Any]:
+    def tags(tags: Tags = None, kind: Kind = None) -> dict[str, Any]:
         """The tags of the user's current notes, each with how many notes it finds, most used first.
 
         Use it to learn the user's tag names before filtering `recall` by tags. `tags`: only
@@ -106,8 +146,9 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
         return call(run)
 
     @tool("Remember a fact")
-    def remember(topic: str, text: str, tags: list[str] | None = None, kind: str | None = None,
-                 importance: float | None = None, vault: str | None = None) -> dict[str, Any]:
+    def remember(topic: Topic, text: Annotated[str, param("the fact, a few sentences (Markdown)", minLength=1)],
+                 tags: Annotated[list[str] | None, param("a few keywords")] = None, kind: Kind = None,
+                 importance: Importance = None, vault: Vault = None) -> dict[str, Any]:
         """Save a fact for future sessions as a new Markdown note in the project's memory folder.
 
         Use it for decisions, corrections from the user, conventions and lessons that a later
@@ -121,12 +162,15 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
         Returns the new note's `path` and `file`, and `superseded`: the older notes it replaced.
         It is searchable with `recall` immediately.
         """
+        if importance is not None and not 0 <= importance <= 1:
+            raise ToolError(f"`importance` must be 0 to 1, not {importance}")
         return call(lambda b: {k: v for k, v in b.request({
             "op": "remember", "topic": topic, "text": text, "tags": tags or [], "kind": kind,
             "importance": importance, "vault": vault, "cwd": os.getcwd()}).items() if k != "ok"})
 
     @tool("Retire a note", destructive=True, idempotent=True)
-    def forget(path: str | None = None, topic: str | None = None, vault: str | None = None) -> dict[str, Any]:
+    def forget(path: Path_ = None, topic: Annotated[str | None, param("retire every note of this topic")] = None,
+               vault: Vault = None) -> dict[str, Any]:
         """Retire a note that is wrong or obsolete, so that it stops being returned as current.
 
         Give `path` (a note's file path, as `recall` returned it) or `topic` (retires every note
@@ -146,7 +190,9 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
         return call(run)
 
     @tool("Rate a recalled note")
-    def feedback(path: str, useful: bool, task: str | None = None) -> dict[str, Any]:
+    def feedback(path: Annotated[str, param("a note's file, as recall returned it", minLength=1)],
+                 useful: Annotated[bool, param("true if it helped, false if it was irrelevant or misleading")],
+                 task: Task = None) -> dict[str, Any]:
         """Tell vaultmem whether a recalled note helped; it ranks helpful notes higher next time.
 
         `path`: the note's file as `recall` returned it. `useful`: true if it helped, false if it
