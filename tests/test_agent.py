@@ -69,7 +69,7 @@ def test_mcp_remember_then_recall_through_a_real_daemon(daemon):
     assert saved["superseded"] == ["memory/old.md"] and saved["path"].startswith("memory/release-train-")
     top = got["hits"][0]
     assert top["file"] == str(daemon.vault / saved["path"]) and top["current"] is True
-    assert top["lines"] == "7-7" and "**platypus**" in top["snippet"] and top["kind"] == "decision"
+    assert top["lines"] == "7-7" and "platypus" in top["section"] and "snippet" not in top and top["kind"] == "decision"
     assert "answered_by" not in got, "the daemon answered"
     old = [h for h in hist["hits"] if h["file"].endswith("memory/old.md")]
     assert old and old[0]["current"] is False and old[0]["superseded_by"] == saved["path"]
