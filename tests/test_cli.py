@@ -3,11 +3,12 @@ Checks the --json contract, batch mode, exit codes and one-line errors."""
 
 import argparse
 import json
+import os
 import re
 
 import pytest
 
-from conftest import note, run_cli, write
+from conftest import ROOT, note, run_cli, write
 
 
 @pytest.fixture(scope="module")
@@ -265,3 +266,33 @@ def test_help_teaches(tmp_path):
         out = run_cli(command, "--help", env={"COLUMNS": "80"}).stdout
         wide = [line for line in out.splitlines() if len(line) > 80 and not line[0].isspace()]
         assert not wide, (command, wide)  # descriptions wrapped; indented examples kept as written
+
+
+def test_the_readmes_quick_start_runs_as_printed(tmp_path):
+    """Every line of the README's "use it on your own notes" block, as printed, in a fresh home
+    with Claude Code's memory and one project (no daemon): each exits 0. The `remember` line
+    failed ("several vaults are indexed; name one") right after the two-vault `index` line; it
+    now goes to the user-wide vault (~/.claude) and keeps the tags of the note it supersedes, so
+    `query --tag ops` still finds the deploy procedure."""
+    import re
+    import shlex
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"Then use it on your own notes:\n\n```sh\n(.*?)```", readme, re.S).group(1)
+    lines = [ln.split("  #")[0].strip() for ln in block.splitlines() if ln.strip()]
+    assert [ln.split()[1] for ln in lines] == ["index", "query", "query", "query", "remember"]
+    home = tmp_path / "home"
+    write(home, ".claude/CLAUDE.md", "# Me\n\nAnswer tersely.\n")
+    write(home, ".claude/memory/deploy.md", note("deploy procedure", "# デプロイ手順\n\nDeploy with make release.\n",
+                                                  tags="[ops]", kind="procedure", date="2026-01-05"))
+    write(home, "src/myproject/CLAUDE.md", "# myproject\n\nRun the tests with make test.\n")
+    env = {"HOME": str(home), "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CACHE_HOME": os.environ["XDG_CACHE_HOME"]}
+    for line in lines:
+        argv = shlex.split(line.replace("~", str(home)))
+        assert argv[0] == ".venv/bin/vaultmem"
+        r = run_cli(*argv[1:], env=env)
+        assert r.returncode == 0, (line, r.stderr)
+    wrote = sorted((home / ".claude/memory").glob("deploy-procedure-*.md"))
+    assert len(wrote) == 1 and "tags: [ops]" in wrote[0].read_text() and "kind: procedure" in wrote[0].read_text()
+    r = run_cli("query", "deploy", "--tag", "ops", "--json", env=env)
+    hits = json.loads(r.stdout)["hits"]
+    assert [h["path"] for h in hits] == [f"memory/{wrote[0].name}"] and hits[0]["current"]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import json
 import logging
 import math
 import os
@@ -22,7 +23,8 @@ from typing import Any, Callable, TypeVar
 
 from . import writing
 from .catalog import written_at
-from .config import Settings, Vault
+from .notes import parse_tags
+from .config import Settings, Vault, claude_home
 from .errors import DiskFullError, IndexDamagedError, UsageError, VaultmemError
 from .index import VaultIndex
 from .query import Query, build_query, list_field, number_field, text_field
@@ -54,7 +56,8 @@ class Context:
 
 
 def vault_for(vaults: list[Vault], name: str | None, cwd: str | None) -> Vault:
-    """The vault named (by name or directory); else the one containing `cwd`; else the only one."""
+    """The vault named (by name or directory); else the one containing `cwd`; else the only one;
+    else the user-wide one (Claude Code's own directory, ~/.claude, when it is a vault)."""
     if not vaults:
         raise UsageError("no vault is indexed yet: run `vaultmem index --vault DIR` first")
     if name:
@@ -69,7 +72,11 @@ def vault_for(vaults: list[Vault], name: str | None, cwd: str | None) -> Vault:
             return max(inside, key=lambda v: len(str(v.root)))
     if len(vaults) == 1:
         return vaults[0]
-    raise UsageError(f"several vaults are indexed; name one with --vault ({', '.join(v.name for v in vaults)})")
+    own = [v for v in vaults if v.is_claude_dir and v.root == claude_home().resolve()]
+    if own:  # the user-wide memory (~/.claude), for what belongs to no project in the index
+        return own[0]
+    raise UsageError(f"several vaults are indexed and none holds {cwd or 'the working directory'}; name one "
+                     f"with --vault ({', '.join(v.name for v in vaults)})")
 
 
 def resolve_note(idx: VaultIndex, ref: str, cwd: str | None = None) -> str:
@@ -173,14 +180,21 @@ def remember(ctx: Context, req: dict) -> dict:
             raise UsageError(f"notes written to {subdir}/ would not be indexed (see [index] include)")
         before = idx.catalog.topic_notes(topic, vault.name, current_only=True)
         when = dt.datetime.now().astimezone().replace(microsecond=0)
-        latest = max((written_at(r) for r in idx.catalog.notes(before).values()), default=None)
+        rows = idx.catalog.notes(before)
+        latest = max((written_at(r) for r in rows.values()), default=None)
+        newest = max(rows.values(), key=written_at, default=None)
+        note_tags, note_kind = tags, kind
+        if newest is not None:  # a new version keeps the tags and kind of the one it supersedes, unless given
+            declared = json.loads(newest["meta"] or "{}")
+            note_tags = tags or list(parse_tags(declared.get("tags", declared.get("tag"))))  # as written, not #inline
+            note_kind = kind or (newest["kind"] if "kind" in declared or "type" in declared else None)
         if latest is not None and when.timestamp() <= latest < when.timestamp() + 60:
             # the current note was written this very second (or a burst of remembers ran ahead
             # of the clock): a chain orders notes by date, so the new one is dated a second
             # after it rather than tie with it and lose on path. A note dated further ahead is
             # left current, and the answer says so.
             when = dt.datetime.fromtimestamp(math.floor(latest) + 1, when.tzinfo)
-        body = writing.render(topic, text, tags=tags, kind=kind, importance=importance, when=when)
+        body = writing.render(topic, text, tags=note_tags, kind=note_kind, importance=importance, when=when)
         stem = f"{writing.slug(topic)}-{when:%Y-%m-%d}"
         path = writing.same_note(vault.root / rel_dir, stem, body)  # a retry: written already
         if path is None:
