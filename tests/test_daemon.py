@@ -1381,3 +1381,32 @@ def test_a_changed_embedder_is_refused_at_start_and_at_reload_in_one_line(daemon
     assert said[-1].startswith("vaultmem: error: the index holds vectors of embedder use-multilingual-v3 (512-d), but "
                                "e5-small-q4 (384-d) is configured: `vaultmem index --rebuild`"), said
     assert "Traceback" not in d.log.read_text()
+
+
+@pytest.mark.slow
+def test_a_vault_added_to_the_config_is_watched_after_a_reload_of_a_daemon_started_with_flags(daemon, tmp_path):
+    """`service install --vault ...` and the README start the daemon with --vault flags. A vault
+    added under [vaults] was ignored after the reload (the flags replaced the config's vaults),
+    and a plain `vaultmem index` then failed because it read the config's vault. The flags and the
+    config are now one set of vaults, read again at each reload."""
+    atomic_save(daemon.vault / "memory/a.md", "the ocelot prowls\n")
+    notes = tmp_path / "notes"
+    atomic_save(notes / "memory/gnu.md", "the gnu migrates\n")
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text("[search]\nk = 10\n")
+    daemon.vault_args = ["--vault", f"v={daemon.vault}", "--config", str(cfg)]
+    daemon.start()
+    e = {"VAULTMEM_SOCKET": str(daemon.sock)}
+    r = run_cli("index", "--vault", f"notes={notes}", "--config", str(cfg), "--state-dir", str(daemon.state), env=e)
+    assert r.returncode == 2 and "add it under [vaults]" in r.stderr, r.stderr
+    atomic_save(cfg, f'[search]\nk = 10\n[vaults]\nnotes = "{notes}"\n')
+    pid = daemon.request({"op": "status"})["pid"]
+    os.kill(pid, signal.SIGHUP)
+    daemon.wait_for(lambda: "ready: " in daemon.log.read_text().partition("SIGHUP: reloading")[2], timeout=60)
+    st = daemon.wait_ready()
+    assert sorted(v["name"] for v in st["vaults"]) == ["notes", "v"] and st["config_changed"] is False
+    assert daemon.paths("gnu") == ["memory/gnu.md"] and daemon.paths("ocelot") == ["memory/a.md"]
+    r = run_cli("index", "--config", str(cfg), "--state-dir", str(daemon.state), env=e)
+    assert r.returncode == 0 and "keeps this index" in r.stderr, r.stderr
+    atomic_save(notes / "memory/yak.md", "the yak grazes\n")
+    daemon.wait_for(lambda: daemon.paths("yak") == ["memory/yak.md"])

@@ -913,8 +913,11 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     from .client import socket_path
     from .daemon import RELOAD, Daemon
 
-    def load():
-        return _settings(args, vaults=args.vault)
+    def load():  # its --vault flags and the config's vaults are one set, read again at each reload
+        from .config import resolve
+
+        return resolve({"config": args.config, "state_dir": args.state_dir, "debug": args.debug,
+                        "more_vaults": args.vault})
 
     settings = load()
     # a vault directory missing at start (a drive not mounted yet at login) is watched for, as

@@ -384,21 +384,22 @@ def make_vaults(items: list[tuple[str | None, str]]) -> tuple[Vault, ...]:
     vaults: list[Vault] = []
     for name, raw in items:
         root = Path(os.path.expanduser(str(raw))).resolve()
+        if any(v.root == root for v in vaults):  # named twice (the config and --vault): one vault
+            continue
         base = name or _vault_name(root)
         unique, n = base, 2
         while any(v.name == unique for v in vaults):
             unique, n = f"{base}-{n}", n + 1
         if name and unique != name:
             raise ConfigError(f"vault name '{name}' is used twice")
-        if any(v.root == root for v in vaults):
-            continue
         vaults.append(Vault(unique, root))
     return tuple(nest(vaults))
 
 
 def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> Settings:
     """Build the settings. `flags` holds only what the user passed on the command line:
-    `config`, `state_dir`, `vaults` (list of `DIR`/`NAME=DIR`), `debug`, and per-section
+    `config`, `state_dir`, `vaults` (list of `DIR`/`NAME=DIR`: these and no others),
+    `more_vaults` (the same, added to the config's: the daemon's --vault), `debug`, and per-section
     overrides as {"search": {...}, "embedder": {...}, "index": {...}, "daemon": {...}}."""
     flags = dict(flags or {})
     env = os.environ if env is None else env
@@ -435,6 +436,8 @@ def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = No
         data["state_dir"] = flags["state_dir"]
     if flags.get("vaults"):
         vault_items = [parse_vault_arg(v) for v in flags["vaults"]]
+    if flags.get("more_vaults"):  # the daemon's --vault: beside the config's, which a reload reads again
+        vault_items = vault_items + [parse_vault_arg(v) for v in flags["more_vaults"]]
     for section in SECTIONS:
         over = {k: v for k, v in (flags.get(section) or {}).items() if v is not None}
         _merge(data[section], over, f"flags [{section}]")
