@@ -4,6 +4,7 @@ for the daemon (private.py, client.py): tried from outside, with a second uid (r
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -290,10 +291,22 @@ def test_a_client_finds_the_daemon_of_its_state_dir_whatever_its_environment(tmp
         e = {"VAULTMEM_SOCKET": "", "XDG_RUNTIME_DIR": "", "HOME": str(tmp_path)}
         r = run_cli("status", "--json", "--state-dir", str(d.state), env=e)
         assert r.returncode == 0, r.stderr
-        import json
         assert json.loads(r.stdout)["pid"] == d.proc.pid
         r = run_cli("query", "tapir", "--state-dir", str(d.state), env=e)
         assert r.returncode == 0 and "answering in-process" not in r.stderr, r.stderr
+        # cron: -q, no $XDG_RUNTIME_DIR; remember and index go through the daemon too
+        r = run_cli("remember", "-q", "--topic", "tapirs", "Tapirs swim well.", "--state-dir", str(d.state), env=e)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        assert any(p.startswith("memory/tapirs-") for p in d.paths("tapirs swim well"))  # the daemon indexed it
+        r = run_cli("index", "-q", "--state-dir", str(d.state), env=e)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        st = json.loads(run_cli("status", "--json", "--state-dir", str(d.state), env=e).stdout)
+        # a writer that cannot reach the daemon names the same process as status
+        from vaultmem.config import resolve
+        from vaultmem.errors import IndexBusy
+        from vaultmem.index import VaultIndex
+        with pytest.raises(IndexBusy, match=f"the vaultmem daemon \\(pid {st['pid']}, on .*v.sock\\) keeps"):
+            VaultIndex(resolve({"state_dir": str(d.state)}, env={}), writable=True)
     finally:
         d.stop()
     assert not (d.state / "daemon.json").exists()  # a clean stop takes the record away

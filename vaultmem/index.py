@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 
 from .catalog import Catalog, FileState, chunk_id
+from .client import daemon_record
 from .db import no_room
 from .config import Settings, Vault, nest
 from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
@@ -215,11 +216,15 @@ class VaultIndex:
         except BlockingIOError:
             holder = os.read(fd, 32).decode("ascii", "replace").strip()
             os.close(fd)
-            who = f"pid {holder}" if holder.isdigit() else "another process"
+            pid = int(holder) if holder.isdigit() else None
+            record = daemon_record(self.state_dir) or {}
+            if pid is not None and record.get("pid") == pid:  # as `vaultmem status` names it
+                raise IndexBusy(f"the vaultmem daemon (pid {pid}, on {record['socket']}) keeps {self.state_dir}: "
+                                "`vaultmem reindex` has it catch up with the files", pid) from None
+            who = f"pid {pid}" if pid is not None else "another process"
             raise IndexBusy(
                 f"another vaultmem process ({who}) is writing {self.state_dir}: a daemon? `vaultmem status` "
-                "tells, and `vaultmem reindex` has a running daemon catch up with the files",
-                int(holder) if holder.isdigit() else None) from None
+                "tells, and `vaultmem reindex` has a running daemon catch up with the files", pid) from None
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         self._lock_fd = fd
