@@ -839,8 +839,8 @@ def test_index_while_the_daemon_keeps_the_index_is_done_by_it_or_says_how(daemon
         f"vaultmem: error: the daemon (pid {daemon.proc.pid}) keeps this index and does not watch {other}: add it "
         f"under [vaults] in /nonexistent-vaultmem-test/vaultmem/vaultmem.toml (e.g. zoo = \"{other}\"), then "
         f"`systemctl --user reload vaultmem` (or `kill -HUP {daemon.proc.pid}`)"), r.stderr
-    r = run_cli("index", "--state-dir", str(daemon.state))  # a daemon on another socket: the lock's word
-    assert r.returncode == 2 and "another vaultmem process (pid" in r.stderr
+    r = run_cli("index", "--state-dir", str(daemon.state))  # told another socket: the lock's word, naming the daemon
+    assert r.returncode == 2 and f"the vaultmem daemon (pid {daemon.proc.pid}, on {daemon.sock}) keeps" in r.stderr
 
 
 def test_service_install_writes_the_unit_atomically(tmp_path):
