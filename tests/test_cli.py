@@ -296,3 +296,24 @@ def test_the_readmes_quick_start_runs_as_printed(tmp_path):
     r = run_cli("query", "deploy", "--tag", "ops", "--json", env=env)
     hits = json.loads(r.stdout)["hits"]
     assert [h["path"] for h in hits] == [f"memory/{wrote[0].name}"] and hits[0]["current"]
+
+
+def test_a_mistyped_option_gets_the_commands_usage_and_the_option_meant():
+    r = run_cli("query", "deploy", "--hisotry")
+    assert r.returncode == 2
+    assert r.stderr.startswith("usage: vaultmem query") and r.stderr.strip().endswith(
+        "vaultmem query: error: unrecognized arguments: --hisotry (did you mean --history?)"), r.stderr
+
+
+def test_an_empty_query_is_no_query_whether_given_as_nothing_or_as_empty_text(tmp_path):
+    """`query` refused with a usage error while `query ""` listed the newest notes: both are a
+    usage error now; a filter alone lists notes, newest first."""
+    vault = tmp_path / "vault"
+    write(vault, "memory/a.md", note("a", "alpha\n", tags="ops"))
+    state = tmp_path / "state"
+    assert run_cli("index", "--vault", str(vault), "--state-dir", str(state)).returncode == 0
+    for args in ((), ("",), ("  ",)):
+        r = run_cli("query", *args, "--state-dir", str(state), "--no-daemon")
+        assert r.returncode == 2 and "nothing to search for" in r.stderr, (args, r)
+    r = run_cli("query", "", "--tag", "ops", "--state-dir", str(state), "--no-daemon")
+    assert r.returncode == 0 and "memory/a.md" in r.stdout

@@ -486,7 +486,8 @@ def cmd_query(args: argparse.Namespace) -> int:
         raise UsageError("-k must be at least 1")
     if args.batch and args.text:
         raise UsageError("give either query text or --batch FILE, not both")
-    if not args.batch and not args.text and not any(v for k, v in filters.items() if k not in ("any_tags", "history")):
+    text = " ".join(args.text).strip()  # `query ""` is no query, as `query` is
+    if not args.batch and not text and not any(v for k, v in filters.items() if k not in ("any_tags", "history")):
         raise UsageError("nothing to search for: give query text, a filter to list notes newest first "
                          "(--tag, --kind, --topic, --path, --vault, --since, --until, --where), or --batch FILE")
     opts = {"k": args.k, "mode": args.mode, "explain": args.explain, "half_life": args.half_life,
@@ -948,6 +949,25 @@ COMMANDS = {"index": cmd_index, "query": cmd_query, "status": cmd_status, "reind
             "inventory": cmd_inventory, "mcp": cmd_mcp, "hook": cmd_hook, "daemon": cmd_daemon, "service": cmd_service}
 
 
+def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, extra: list[str]) -> None:
+    """Exit 2 with the command's usage and, for a mistyped option, the one meant
+    (`query deploy --hisotry`: did you mean --history?)."""
+    import difflib
+
+    command = next((a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == args.command), None) \
+        if args.command and parser._subparsers else None
+    target = command[1] if command else parser
+    options = [o for action in target._actions for o in action.option_strings]
+    hints = []
+    for word in extra:
+        if word.startswith("-"):
+            close = difflib.get_close_matches(word.split("=")[0], options, n=1, cutoff=0.6)
+            hints.append(f"{word} (did you mean {close[0]}?)" if close else word)
+        else:
+            hints.append(word)
+    target.error(f"unrecognized arguments: {' '.join(hints)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
@@ -957,7 +977,9 @@ def main(argv: list[str] | None = None) -> int:
     if bad is not None:
         print(f"vaultmem: error: argument {bad.encode('utf-8', 'surrogateescape')!r} is not UTF-8 text", file=sys.stderr)
         return 2
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # said by the command's own parser, with its usage and the nearest option (argparse: the top's)
+        _unknown_options(parser, args, extra)
     from .private import restrict_umask
 
     restrict_umask()  # what vaultmem keeps (state, cache, its socket, a note remembered) is the user's alone
