@@ -264,3 +264,15 @@ def test_a_file_another_vault_holds_is_a_note_there_when_a_claude_md_imports_it(
     assert (report.updated, report.removed) == (1, 3)
     assert found("kestrel") == [] and found("heron") == [] and found("ibis") == []
     assert (home / ".claude/my-project.md").read_text().startswith("# Mine")  # only ever read
+
+
+def test_a_first_index_counts_an_imported_file_the_globs_match_once(env):
+    """A CLAUDE.md importing a memory note (which the globs match anyway) and a file they do not:
+    a first index said "4 files: 3 added, 1 unchanged" of three files."""
+    env.write("CLAUDE.md", "# P\n\nSee @memory/x.md and @docs/style.md\n")
+    env.write("memory/x.md", "x note\n")
+    env.write("docs/style.md", "style\n")
+    first = env.sync()
+    assert (first.files, first.added, first.unchanged) == (3, 3, 0), first.summary()
+    again = env.sync()
+    assert (again.files, again.added, again.unchanged) == (3, 0, 3), again.summary()

@@ -578,12 +578,17 @@ class VaultIndex:
         """Notes just indexed may import other files than `before` (vault -> paths; a CLAUDE.md
         edited, or read for the first time): index the files imported into `vaults` now and
         drop those no longer imported, one hop at a time."""
+        cfg = self.settings.index
         for _ in range(imports.MAX_DEPTH + 1):
             every, changed = self.imported_all(), False
             for vault in vaults:
                 now, was = set(every.get(vault.name, ())), before.get(vault.name, set())
                 if now != was:
-                    self._update(vault, now ^ was, now, report)
+                    # a file the globs match was read by this sync already (counted once: a first
+                    # index said "3 files: 2 added, 1 unchanged" of 2 files)
+                    fresh = {rel for rel in now ^ was if not is_note_path(vault, rel, cfg.include, cfg.exclude)}
+                    if fresh:
+                        self._update(vault, fresh, now, report)
                     before[vault.name], changed = now, True
             if not changed:
                 return
