@@ -1410,3 +1410,23 @@ def test_a_vault_added_to_the_config_is_watched_after_a_reload_of_a_daemon_start
     assert r.returncode == 0 and "keeps this index" in r.stderr, r.stderr
     atomic_save(notes / "memory/yak.md", "the yak grazes\n")
     daemon.wait_for(lambda: daemon.paths("yak") == ["memory/yak.md"])
+
+
+@pytest.mark.slow
+def test_a_client_of_another_home_is_not_answered_from_the_first_homes_index_without_a_word(daemon, tmp_path):
+    """Two HOMEs of one uid, one daemon on the shared socket: a client whose own (default) state
+    dir holds an index answers from it, and says why; one with no index of its own is answered
+    by the daemon, and told whose index that is."""
+    atomic_save(daemon.vault / "memory/a.md", "the ocelot prowls\n")
+    daemon.start()
+    other_vault = tmp_path / "v2"
+    atomic_save(other_vault / "memory/b.md", "the ocelot sleeps\n")
+    home2 = tmp_path / "home2"
+    e = {"HOME": str(home2), "VAULTMEM_SOCKET": str(daemon.sock), "XDG_STATE_HOME": ""}
+    r = run_cli("query", "ocelot", "--json", env=e)
+    assert r.returncode == 0 and [h["path"] for h in json.loads(r.stdout)["hits"]] == ["memory/a.md"]
+    assert f"answered by the daemon at {daemon.sock}, which keeps {daemon.state}" in r.stderr, r.stderr
+    assert run_cli("index", "--vault", f"w={other_vault}", env=e).returncode == 0
+    r = run_cli("query", "ocelot", "--json", env=e)
+    assert r.returncode == 0 and [h["path"] for h in json.loads(r.stdout)["hits"]] == ["memory/b.md"], r.stderr
+    assert f"keeps {daemon.state}, not {home2}/.local/state/vaultmem; answering in-process" in r.stderr, r.stderr

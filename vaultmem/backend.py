@@ -74,6 +74,17 @@ class Backend:
                          "answering in-process")
             self.client.close()
             self.client = None
+            return
+        theirs, mine = probe.get("state_dir"), str(settings.state_dir)
+        if theirs and theirs != mine:  # another HOME's daemon, say, of the same user
+            if (settings.state_dir / "catalog.sqlite3").is_file():  # this shell has an index of its own
+                self.note = (f"vaultmem: the daemon at {self.socket} keeps {theirs}, not {mine}; answering "
+                             f"in-process from {mine}")
+                self.client.close()
+                self.client = None
+            elif not quiet:
+                print(f"vaultmem: answered by the daemon at {self.socket}, which keeps {theirs} ({mine} has no "
+                      "index)", file=sys.stderr)
 
     def request(self, req: dict) -> dict:
         check_unicode(req)  # before it is sent: the client could not even encode it

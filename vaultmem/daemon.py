@@ -1116,7 +1116,7 @@ class Daemon:
         return None
 
     def op_ping(self, req: dict) -> dict:
-        return {"ok": True, "version": __version__}
+        return {"ok": True, "version": __version__, "state_dir": str(self.settings.state_dir)}
 
     def op_status(self, req: dict) -> dict:
         assert self.reader is not None
