@@ -317,3 +317,17 @@ def test_an_empty_query_is_no_query_whether_given_as_nothing_or_as_empty_text(tm
         assert r.returncode == 2 and "nothing to search for" in r.stderr, (args, r)
     r = run_cli("query", "", "--tag", "ops", "--state-dir", str(state), "--no-daemon")
     assert r.returncode == 0 and "memory/a.md" in r.stdout
+
+
+def test_a_hit_of_a_vault_moved_away_says_so(tmp_path):
+    """A vault's directory moved aside: its notes stay findable as last indexed; each hit said
+    "file changed since indexed" instead of that the vault is not there."""
+    vault = tmp_path / "vault"
+    write(vault, "memory/a.md", note("a", "the ibex climbs\n"))
+    state = tmp_path / "state"
+    assert run_cli("index", "--vault", f"v={vault}", "--state-dir", str(state)).returncode == 0
+    vault.rename(tmp_path / "elsewhere")
+    r = run_cli("query", "ibex", "--state-dir", str(state), "--no-daemon")
+    assert r.returncode == 0 and "(vault v not found: as last indexed)" in r.stdout and "changed" not in r.stdout
+    hit = json.loads(run_cli("query", "ibex", "--json", "--state-dir", str(state), "--no-daemon").stdout)["hits"][0]
+    assert hit["vault_missing"] is True and hit["changed"] is False

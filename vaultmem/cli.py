@@ -577,6 +577,8 @@ def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = (), quiet
         state = ("current" if h["current"] else "retired" if h.get("retired")
                  else f"superseded by {h['superseded_by']}")
         changed = "  (file changed since indexed)" if h.get("changed") else ""
+        if h.get("vault_missing"):
+            changed = f"  (vault {h['vault']} not found: as last indexed)"
         if h.get("imported_by"):
             changed += f"  (imported by {h['imported_by']})"
         print(bold(f"{i}. {h['vault']}:{h['path']}:{h['line_start']}-{h['line_end']}")

@@ -72,10 +72,11 @@ class Hit:
     explain: dict[str, Any] | None = field(default=None)
     section: str | None = field(default=None)  # the matching chunk's text, when asked for
     relevance: float | None = field(default=None)  # the chance it answers the query (relevance()); None: a listing
+    vault_missing: bool | None = field(default=None)  # True: its vault's directory is not there (as last indexed)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
-        for optional in ("explain", "section", "relevance"):
+        for optional in ("explain", "section", "relevance", "vault_missing"):
             if d[optional] is None:
                 del d[optional]
         return d
@@ -406,6 +407,7 @@ class Searcher:
         terms = highlight_terms(q.text)
         hits = []
         vault_roots = {v.name: v.root for v in self.index.vaults()}
+        gone = {name for name, root in vault_roots.items() if not os.path.isdir(root)} if top else set()
         imported = self.index.imported_all() if top else {}  # vault -> imported file -> importer
         for score, key, parts in top:
             row = notes[key]
@@ -429,7 +431,8 @@ class Searcher:
                 importance=row["importance"],
                 snippet=make_snippet(text, terms, cfg.snippet_chars, unknown),
                 preview=row["preview"] or "",
-                changed=_changed(vault_roots.get(row["vault"]), row),
+                changed=row["vault"] not in gone and _changed(vault_roots.get(row["vault"]), row),
+                vault_missing=True if row["vault"] in gone else None,
                 imported_by=imported.get(row["vault"], {}).get(row["path"]),
                 extra=extra_keys(json.loads(row["meta"] or "{}")),
                 explain=parts if q.explain else None,
