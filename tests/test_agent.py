@@ -19,13 +19,15 @@ from conftest import ROOT, atomic_save, note, run_cli, write
 EXAMPLE = ROOT / "vault-example"
 
 
-def mcp_session(args: list[str], env: dict, steps):
-    """Start `vaultmem mcp` as a subprocess and run `steps(client)` in one MCP session."""
+def mcp_session(args: list[str], env: dict, steps, cwd: Path = ROOT):
+    """Start `vaultmem mcp` as a subprocess (in `cwd`, as an agent starts it in its project) and
+    run `steps(client)` in one MCP session."""
     from mcp import Client
     from mcp.client.stdio import StdioServerParameters
 
     params = StdioServerParameters(command=sys.executable, args=["-m", "vaultmem.cli", "mcp", *args],
-                                   env={"XDG_CONFIG_HOME": "/nonexistent-vaultmem-test", **env}, cwd=str(ROOT))
+                                   env={"XDG_CONFIG_HOME": "/nonexistent-vaultmem-test", "PYTHONPATH": str(ROOT), **env},
+                                   cwd=str(cwd))
 
     async def main():
         async with Client(params) as client:
@@ -968,3 +970,35 @@ def test_mcp_tools_are_written_for_a_model(tmp_path):
     assert hits and json.loads(text)["hits"] == hits
     for h in hits:
         assert "section" in h and ("snippet" not in h or h["snippet"].replace("**", "").strip("… ") not in h["section"])
+
+
+def test_hooks_and_recall_prefer_the_sessions_own_project(tmp_path):
+    """In a `ledger` session, "How do I run the integration tests against postgres?" got only the
+    webshop project's note. The session's own project comes first; another project's note only
+    when clearly better, marked as from elsewhere."""
+    ledger, webshop = tmp_path / "src/ledger", tmp_path / "src/webshop"
+    write(ledger, "CLAUDE.md", "# ledger\n\nA double-entry ledger service.\n")
+    write(ledger, "memory/tests.md", note("integration tests", "Run the integration tests with `make itest`; they "
+                                          "need the postgres container of docker-compose up first.\n"))
+    write(webshop, "CLAUDE.md", "# webshop\n\nThe shop front end.\n")
+    write(webshop, "memory/postgres.md", note("postgres tests", "Run the integration tests against postgres with "
+                                             "`make pgtest`; they use a throwaway postgres.\n"))
+    state = tmp_path / "st"
+    assert run_cli("index", "--vault", f"ledger={ledger}", "--vault", f"webshop={webshop}",
+                   "--state-dir", str(state)).returncode == 0
+    ask = "How do I run the integration tests against postgres?"
+    r = run_cli("hook", "user-prompt-submit", "--state-dir", str(state),
+                input=json.dumps({"prompt": ask, "session_id": "s1", "cwd": str(ledger / "src")}))
+    assert "ledger/memory/tests.md" in r.stdout and "webshop" not in r.stdout, r.stdout
+    r = run_cli("hook", "user-prompt-submit", "--state-dir", str(state),
+                input=json.dumps({"prompt": ask, "session_id": "s2", "cwd": str(webshop)}))
+    assert "webshop/memory/postgres.md" in r.stdout and "ledger" not in r.stdout, r.stdout
+    clearly = "make pgtest throwaway postgres"  # only the other project's note answers this
+    r = run_cli("hook", "user-prompt-submit", "--state-dir", str(state),
+                input=json.dumps({"prompt": clearly, "session_id": "s3", "cwd": str(ledger)}))
+    assert "webshop/memory/postgres.md" in r.stdout and "from webshop, not this project" in r.stdout, r.stdout
+
+    async def steps(client):
+        return structured(await client.call_tool("recall", {"query": ask}))
+    got = mcp_session(["--state-dir", str(state)], {"VAULTMEM_SOCKET": str(tmp_path / "none")}, steps, cwd=ledger)
+    assert [h["file"].split("/src/")[1] for h in got["hits"]] == ["ledger/memory/tests.md"], got

@@ -63,6 +63,8 @@ def compact(hit: dict, roots: dict[str, str]) -> dict[str, Any]:
         out["retired"] = True
     if hit.get("imported_by"):
         out["imported_by"] = hit["imported_by"]
+    if hit.get("elsewhere"):
+        out["elsewhere"] = hit["elsewhere"]  # another project's note (prefer_own)
     for key in ("topic", "kind", "date"):
         if hit.get(key):
             out[key] = hit[key]
@@ -130,7 +132,8 @@ def vault_roots(backend: Backend) -> dict[str, str]:
 
 
 def recall(backend: Backend, settings: Settings, query: str, k: int = 5, tags: list[str] | None = None,
-           kind: str | None = None, history: bool = False, budget: int | None = None) -> dict[str, Any]:
+           kind: str | None = None, history: bool = False, budget: int | None = None,
+           cwd: str | None = None) -> dict[str, Any]:
     budget = budget or settings.agent.recall_tokens
     k = max(1, min(int(k or 5), 20))
     out = backend.request({"op": "query", "text": query, "k": k, "tags": tags or [], "kinds": [kind] if kind else [],
@@ -151,7 +154,7 @@ def recall(backend: Backend, settings: Settings, query: str, k: int = 5, tags: l
     # the answer's own keys come first out of the budget, with the longest note it may carry
     envelope = estimate_tokens(json.dumps({"hits": [], "note": note(left_out(len(out["hits"])), indexing)},
                                           ensure_ascii=False))
-    hits, clipped = fit([compact(h, roots) for h in out["hits"]], budget - envelope)
+    hits, clipped = fit([compact(h, roots) for h in prefer_own(out["hits"], roots, cwd)], budget - envelope)
     answer: dict[str, Any] = {"hits": hits}
     said = note(phrase_absent(out["phrase_absent"]) if out.get("phrase_absent") else "no matching notes" if not hits
                 else left_out(len(out["hits"]) - len(hits)) if clipped else "", indexing)
@@ -298,13 +301,15 @@ def prompt_queries(prompt: str) -> list[str]:
 
 
 def prompt_hits(backend: Backend, settings: Settings, prompt: str, shown: set[str] = frozenset(),
-                min_relevance: float | None = None, agent: str = "claude") -> tuple[list[dict], dict[str, str]]:
+                min_relevance: float | None = None, agent: str = "claude",
+                cwd: str | None = None) -> tuple[list[dict], dict[str, str]]:
     """The hits the prompt hook shows for `prompt`, and the vaults' roots. Hits whose file the
     `agent` loads itself, or in `shown` (the session has them already), are passed over; of the
     best `[agent] prompt_notes` left, a hit is kept only when its relevance (the chance it
     answers) reaches `min_relevance` (default `[agent] prompt_min_relevance`; 0: no gate). Scores are
     relative to the other hits, so they cannot tell that nothing is relevant; relevance can.
-    A long prompt's several queries (`prompt_queries`) are merged by relevance."""
+    A long prompt's several queries (`prompt_queries`) are merged by relevance. The session's
+    own project (`cwd`) comes first: another project's note only when clearly better (prefer_own)."""
     cfg = settings.agent
     gate = cfg.prompt_min_relevance if min_relevance is None else min_relevance
     queries = prompt_queries(prompt)
@@ -325,19 +330,63 @@ def prompt_hits(backend: Backend, settings: Settings, prompt: str, shown: set[st
         return [], {}
     roots = vault_roots(backend)
     hits = [h for h in hits if _key(h) not in shown and not passed_over(agent, h, roots)]
-    return [h for h in hits[: cfg.prompt_notes] if close(h)], roots
+    hits = prefer_own([h for h in hits if close(h)], roots, cwd)
+    return hits[: cfg.prompt_notes], roots
 
 
 def _relevance(hit: dict) -> float:
     return hit.get("relevance") or 0.0
 
 
+# Another project's note is shown beside the session's own only when this many times as likely
+# to answer as the best of its own, and marked as from elsewhere: a literal match in another
+# project (webshop's `make pgtest`, 0.84) is no better advice than this one's (ledger's `make
+# itest`, 0.18), but one that answers where this project's notes barely touch the question is.
+ELSEWHERE_FACTOR = 5.0
+
+
+def claude_slug(path: str) -> str:
+    """The folder name Claude Code keeps a project's memory under in ~/.claude/projects/: the
+    project's path with every character but letters and digits turned into '-'."""
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
+
+
+def project_of_hit(hit: dict, roots: dict[str, str], cwd: str) -> str | None:
+    """None when the hit is the session's own (its vault holds `cwd`, or it is in the user-wide
+    memory, ~/.claude, but for another project's folder under projects/); else the vault or the
+    project it belongs to."""
+    root = roots.get(hit["vault"], "")
+    if cwd == root or cwd.startswith(root.rstrip(os.sep) + os.sep):
+        return None
+    if root and Path(root) == claude_home().resolve():
+        parts = hit["path"].split("/")
+        if len(parts) > 1 and parts[0] == "projects":
+            mine = claude_slug(str(project_of(cwd))) if cwd else ""
+            return None if parts[1] == mine else parts[1]
+        return None
+    return hit["vault"]
+
+
+def prefer_own(hits: list[dict], roots: dict[str, str], cwd: str | None) -> list[dict]:
+    """The session's own project's hits first, in their order; another project's hit (marked
+    `elsewhere`: the vault or project) only when it is ELSEWHERE_FACTOR times as likely to
+    answer as the best own one. Without a working directory in a vault, `hits` as they are."""
+    if not cwd or not any(cwd == r or cwd.startswith(r.rstrip(os.sep) + os.sep) for r in roots.values()):
+        return hits  # the session's project is in no vault: nothing to prefer
+    own, other = [], []
+    for h in hits:
+        where = project_of_hit(h, roots, cwd)
+        (own if where is None else other).append(h if where is None else {**h, "elsewhere": where})
+    best = max((_relevance(h) for h in own), default=0.0)
+    return own + [h for h in other if _relevance(h) >= ELSEWHERE_FACTOR * best]
+
+
 def prompt_context(backend: Backend, settings: Settings, prompt: str, session_id: str | None = None,
-                   budget: int | None = None, agent: str = "claude") -> str:
+                   budget: int | None = None, agent: str = "claude", cwd: str | None = None) -> str:
     """The notes that bear on a prompt the user just sent (`prompt_hits`), as Markdown within
     `budget` tokens, or "" when none does, as for most prompts."""
     shown = SessionNotes(settings.state_dir, session_id).load() if session_id else set()
-    hits, roots = prompt_hits(backend, settings, prompt, shown, agent=agent)
+    hits, roots = prompt_hits(backend, settings, prompt, shown, agent=agent, cwd=cwd)
     head = "Notes from the user's memory (vaultmem) that may bear on this prompt; open a file for the whole note:\n"
     lines, keys = _entries(hits, roots, (budget or settings.agent.prompt_tokens) - estimate_tokens(head), body_chars=300)
     if not lines:
@@ -509,6 +558,8 @@ def _entry(hit: dict, roots: dict[str, str], body_chars: int = 400) -> str:
     if len(body) > body_chars:
         body = body[:body_chars].rsplit(" ", 1)[0] + " …"
     where = f"{_file(hit, roots)}:{hit['line_start']}"
+    if hit.get("elsewhere"):
+        meta = ", ".join(x for x in (meta, f"from {hit['elsewhere']}, not this project") if x)
     return f"- **{title}**" + (f" ({meta})" if meta else "") + f" — `{where}`\n  {body}\n"
 
 

@@ -891,7 +891,7 @@ def _hook_text(args: argparse.Namespace) -> str:
                                            session_id=session, source=field("source"), agent=args.agent)
             else:
                 text = agent.prompt_context(backend, backend.settings, prompt, session_id=session, budget=args.budget,
-                                            agent=args.agent)
+                                            agent=args.agent, cwd=os.path.abspath(args.cwd or field("cwd") or os.getcwd()))
         finally:
             backend.close()
     except Exception as err:  # a hook must never break the session that runs it

@@ -116,7 +116,8 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
 
         Returns {"hits": [...]} best first; each hit has `file` and `lines` (open the file at
         those lines for the full text), `heading`, `current`, `topic`, `tags`, `kind`, `date`,
-        `relevance` (0-1: the chance it answers the query), `snippet` (matched words in
+        `relevance` (0-1: the chance it answers the query), `elsewhere` (another project's
+        note: shown only when clearly better than this project's own), `snippet` (matched words in
         **bold**) and `section` (the matching part of the note, clipped). When no hit is likely
         to answer (nothing in memory bears on the query), `hits` is empty and `note` says so;
         do not retry with other words. The answer stays within a token budget; `note` says if
@@ -124,7 +125,7 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
         """
         if not 1 <= k <= K_MAX:
             raise ToolError(f"`k` must be 1 to {K_MAX}, not {k}")
-        return call(lambda b: agent.recall(b, settings, query, k, tags, kind, history))
+        return call(lambda b: agent.recall(b, settings, query, k, tags, kind, history, cwd=os.getcwd()))
 
     @tool("List the tags in use", read_only=True)
     def tags(tags: Tags = None, kind: Kind = None) -> dict[str, Any]:
