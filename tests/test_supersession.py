@@ -374,3 +374,47 @@ def test_history_never_loses_a_hit_that_only_an_old_version_has(daemon):
         assert [h["path"] for h in json.loads(r.stdout)["hits"]][:2] == ["memory/new.md", "memory/old.md"], mode
         plain = daemon.request({"op": "query", "text": "quixotically", "mode": mode})
         assert "memory/old.md" not in [h["path"] for h in plain["hits"]]  # without history: current notes only
+
+
+def test_a_projects_memory_in_claude_code_chains_with_its_repository(tmp_path, monkeypatch):
+    """Claude Code keeps a project's memory in ~/.claude/projects/<slug>/memory/, the repository
+    its own memory/. remember(topic="release freeze", vault="ledger") left the Claude Code note
+    on that topic current too, and the session-start hook showed both dates. One topic, one
+    current note per project: the folder chains with the project's vault (--explain says so);
+    another project keeps its own chain; [vaults] share_topics joins two vaults."""
+    import json
+    from conftest import run_cli, write
+    from vaultmem.supersession import claude_slug
+    home = tmp_path / "home"
+    ledger, webshop, notes = tmp_path / "src/ledger", tmp_path / "src/webshop", tmp_path / "notes"
+    slug = claude_slug(str(ledger))
+    write(home, f".claude/projects/{slug}/memory/project_freeze.md", note(
+        "release freeze", "Release freeze from 2026-12-01: only hotfixes ship.\n", date="2026-11-20"))
+    write(ledger, "CLAUDE.md", "# ledger\n")
+    write(webshop, "memory/freeze.md", note("release freeze", "The webshop freezes on Black Friday.\n",
+                                             date="2026-11-01"))
+    write(notes, "memory/a.md", note("on call", "Ana is on call.\n", date="2026-01-01"))
+    write(ledger, "memory/oncall.md", note("on call", "Ben is on call.\n", date="2026-02-01"))
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text(f'[vaults]\nclaude = "{home / ".claude"}"\nledger = "{ledger}"\nwebshop = "{webshop}"\n'
+                   f'notes = "{notes}"\nshare_topics = [["ledger", "notes"]]\n')
+    e = {"HOME": str(home)}
+    args = ["--config", str(cfg), "--state-dir", str(tmp_path / "st")]
+    assert run_cli("index", *args, env=e).returncode == 0
+    r = run_cli("remember", "--vault", "ledger", "--topic", "release freeze",
+                "The freeze is lifted on 2026-12-15.", *args, "--no-daemon", env=e)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(run_cli("query", "release freeze", "--history", "--explain", "--json", "-k", "10", *args,
+                             "--no-daemon", env=e).stdout)
+    by = {f"{h['vault']}:{h['path']}": h for h in out["hits"]}
+    [new] = [k for k in by if k.startswith("ledger:memory/release-freeze")]
+    assert by[new]["current"] and not by[f"claude:projects/{slug}/memory/project_freeze.md"]["current"]
+    assert by[f"claude:projects/{slug}/memory/project_freeze.md"]["superseded_by"] == new.split(":", 1)[1]
+    assert by["webshop:memory/freeze.md"]["current"], "another project keeps its own chain"
+    assert f"claude:projects/{slug}/" in by[new]["explain"]["chain"] and "ledger" in by[new]["explain"]["chain"]
+    oncall = json.loads(run_cli("query", "on call", "--history", "--json", *args, "--no-daemon", env=e).stdout)
+    assert {h["path"]: h["current"] for h in oncall["hits"] if h["topic"]} == {"memory/oncall.md": True,
+                                                                               "memory/a.md": False}
+    inv = json.loads(run_cli("inventory", "--json", *args, "--no-daemon", env=e).stdout)
+    assert not [f for f in inv["findings"]["multiple_current"] if "project_freeze" in json.dumps(f)], \
+        "the project's two folders hold one current note; another project's note on the topic is its own"

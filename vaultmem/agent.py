@@ -33,6 +33,7 @@ from .client import STILL_INDEXING, DaemonUnavailable
 from . import jsonc
 from .errors import VaultmemError
 from .query import phrase_absent
+from .supersession import claude_slug
 from .imports import CODEX_OVERRIDE, GEMINI_MD, is_codex_memory, loaded_with_claude_md
 
 log = logging.getLogger(__name__)
@@ -343,12 +344,6 @@ def _relevance(hit: dict) -> float:
 # project (webshop's `make pgtest`, 0.84) is no better advice than this one's (ledger's `make
 # itest`, 0.18), but one that answers where this project's notes barely touch the question is.
 ELSEWHERE_FACTOR = 5.0
-
-
-def claude_slug(path: str) -> str:
-    """The folder name Claude Code keeps a project's memory under in ~/.claude/projects/: the
-    project's path with every character but letters and digits turned into '-'."""
-    return re.sub(r"[^A-Za-z0-9]", "-", path)
 
 
 def project_of_hit(hit: dict, roots: dict[str, str], cwd: str) -> str | None:

@@ -21,7 +21,7 @@ from .config import Vault
 from .db import connect, transaction
 from .errors import IndexMissingError
 from .notes import Note, date_source
-from .supersession import Facts, compute, path_candidates, topic_key
+from .supersession import Facts, Scopes, compute, path_candidates, topic_key
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS notes (
 );
 CREATE INDEX IF NOT EXISTS notes_path ON notes(vault, path);
 CREATE INDEX IF NOT EXISTS notes_topic ON notes(vault, topic_key);
+CREATE INDEX IF NOT EXISTS notes_topic_key ON notes(topic_key);
 CREATE INDEX IF NOT EXISTS notes_imports ON notes(vault) WHERE imports IS NOT NULL;
 CREATE INDEX IF NOT EXISTS notes_counts
     ON notes(status = 'ok', superseded_by IS NULL, errors IS NOT NULL AND errors NOT IN ('', '[]'));
@@ -120,6 +121,8 @@ class Catalog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = connect(path, read_when_full=not writer)
         self._superseded: tuple[tuple[int, int], frozenset[str]] | None = None
+        # a note's chain scope (supersession.Scopes): its vault unless the index says otherwise
+        self.scope = Scopes({})
         self.db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
         version = self.get_meta("schema")
         has_notes = self.db.execute(
@@ -267,13 +270,15 @@ class Catalog:
     def affected(self, keys: Iterable[str]) -> tuple[set[str], set[tuple[str, str]]]:
         """What the given notes' supersession depends on, as they stand now: the notes
         themselves plus those their `supersedes:` names by path, and the (vault, topic key) of
-        their topics and of the topics they retire. Taken before and after a change."""
+        their topics and of the topics they retire (their chain scope's, not always their vault's).
+        Taken before and after a change."""
         notes, topics = set(keys), set()
         for r in self.notes(keys).values():
+            scope = self.scope(r["vault"], r["path"])
             if r["topic_key"]:
-                topics.add((r["vault"], r["topic_key"]))
+                topics.add((scope, r["topic_key"]))
             for ref in json.loads(r["supersedes"] or "[]"):
-                topics.add((r["vault"], topic_key(ref) or ""))
+                topics.add((scope, topic_key(ref) or ""))
                 for cand in path_candidates(ref, r["path"]):
                     notes.add(f"{r['vault']}:{cand}")
         return notes, topics
@@ -293,16 +298,17 @@ class Catalog:
             wanted = set(topics or ())
             for f, _ in list(facts.values()):
                 for ref in f.supersedes:
-                    wanted.add((f.vault, topic_key(ref)))
+                    wanted.add((self.scope(f.vault, f.path), topic_key(ref)))
                     for cand in path_candidates(ref, f.path):
                         facts.update(self._facts("AND vault=? AND path=?", (f.vault, cand)))
             for f, _ in list(facts.values()):  # every note in play brings its whole chain
                 if f.topic:
-                    wanted.add((f.vault, topic_key(f.topic)))
-            for vault, tk in wanted:
-                if tk:
-                    facts.update(self._facts("AND vault=? AND topic_key=?", (vault, tk)))
-        state = compute([f for f, _ in facts.values()])
+                    wanted.add((self.scope(f.vault, f.path), topic_key(f.topic)))
+            for scope, tk in wanted:
+                if tk:  # a chain may span vaults: its topic's notes anywhere, those of the scope kept
+                    facts.update({k: v for k, v in self._facts("AND topic_key=?", (tk,)).items()
+                                  if self.scope(v[0].vault, v[0].path) == scope})
+        state = compute([f for f, _ in facts.values()], self.scope)
         changes = [(v, k) for k, v in state.items() if facts[k][1] != v]
         with transaction(self.db):
             self.db.executemany("UPDATE notes SET superseded_by=? WHERE key=?", changes)
@@ -314,7 +320,7 @@ class Catalog:
         superseded it then, or None if it was current."""
         rows = self.db.execute(f"{self._FACTS} WHERE status='ok' AND coalesce(date_ts, mtime_ns / 1e9, 0) < ?",
                                (moment,))  # Facts.order's time, compared in SQL
-        return compute([_facts_of(r) for r in rows])
+        return compute([_facts_of(r) for r in rows], self.scope)
 
     # -------------------------------------------------------------- reads for search
 
@@ -387,16 +393,19 @@ class Catalog:
         """Every indexed (not skipped) note, by key."""
         return self.db.execute("SELECT * FROM notes WHERE status='ok' ORDER BY key").fetchall()
 
-    def topic_notes(self, topic: str, vault: str | None = None, current_only: bool = False) -> list[str]:
-        """Keys of the notes on a topic (compared as chains compare topics), by key."""
-        sql = "SELECT key FROM notes WHERE status='ok' AND topic_key=?"
+    def topic_notes(self, topic: str, vault: str | None = None, current_only: bool = False,
+                    scope: str | None = None) -> list[str]:
+        """Keys of the notes on a topic (compared as chains compare topics), by key: of one
+        vault, or of one chain scope (`scope`: the chain a note written there would join)."""
+        sql = "SELECT key, vault, path FROM notes WHERE status='ok' AND topic_key=?"
         args: list[Any] = [topic_key(topic)]
         if vault:
             sql += " AND vault=?"
             args.append(vault)
         if current_only:
             sql += " AND superseded_by IS NULL"
-        return [r[0] for r in self.db.execute(sql + " ORDER BY key", args)]
+        return [r[0] for r in self.db.execute(sql + " ORDER BY key", args)
+                if scope is None or self.scope(r[1], r[2]) == scope]
 
     def chunks(self, ids: Iterable[str]) -> dict[str, sqlite3.Row]:
         return self._rows("chunks", "id", ids)

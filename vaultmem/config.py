@@ -300,6 +300,9 @@ class Settings:
     config_file: Path | None = None
     debug: bool = False
     extra: dict = field(default_factory=dict)
+    # groups of vault names whose notes share topics: one chain per topic across them
+    # ([vaults] share_topics = [["ledger", "notes"]])
+    shared_topics: tuple[tuple[str, ...], ...] = ()
 
 
 def config_home() -> Path:
@@ -428,7 +431,12 @@ def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = No
             for part in path[:-1]:
                 target = target[part]
             target[path[-1]] = env[var]
-    vault_items = _config_vaults(data["vaults"])
+    vaults_table = dict(data["vaults"]) if isinstance(data["vaults"], dict) else data["vaults"]
+    shared = vaults_table.pop("share_topics", []) if isinstance(vaults_table, dict) else []
+    if not (isinstance(shared, list) and all(isinstance(g, list) and all(isinstance(n, str) for n in g) for g in shared)):
+        raise ConfigError('[vaults] share_topics must be a list of lists of vault names '
+                          '(share_topics = [["ledger", "notes"]])')
+    vault_items = _config_vaults(vaults_table)
     if env.get("VAULTMEM_VAULTS"):
         vault_items = [parse_vault_arg(p) for p in env["VAULTMEM_VAULTS"].split(os.pathsep) if p]
 
@@ -453,6 +461,7 @@ def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = No
                for name, cls in SECTIONS.items()},
             config_file=config_file,
             debug=bool(flags.get("debug")),
+            shared_topics=tuple(tuple(unicodedata.normalize("NFC", n) for n in g) for g in shared),
         )
     except TypeError as err:
         raise ConfigError(f"invalid settings: {err}") from err

@@ -29,7 +29,7 @@ import numpy as np
 from .catalog import Catalog, FileState, chunk_id
 from .client import daemon_record
 from .db import no_room
-from .config import Settings, Vault, nest
+from .config import Settings, Vault, claude_home, nest
 from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
 from .errors import (DatabaseUnreadable, DiskFullError, EmbedderMismatchError, IndexBusy, IndexDamagedError,
                      IndexMissingError, UsageError, VaultmemError, is_disk_full)
@@ -37,6 +37,7 @@ from .fulltext import FullText
 from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
 from . import imports, integrity, private, writing
 from .scan import ScannedFile, is_note_path, is_under, scan_vault, stat_file
+from .supersession import Scopes
 
 log = logging.getLogger(__name__)
 
@@ -165,6 +166,7 @@ class VaultIndex:
         self._unmarkable: dict[str, str] = {}  # note -> the content mark_superseded gave up on
         if self.verify:
             self.check(parts=("fulltext",))
+        self.catalog.scope = self.scopes()
         if self.catalog.was_reset and writable:  # said why where it was found
             self.rebuild()
         elif self.fulltext.was_reset:  # vectors and catalog stand: the next sync re-reads every note
@@ -350,6 +352,15 @@ class VaultIndex:
             self.resets += 1
             self.catalog.set_meta("pipeline", "")
 
+    def scopes(self) -> Scopes:
+        """The chain scopes of the vaults in the index (supersession.Scopes): Claude Code's memory
+        of a project with that project's vault, the vaults the config says share topics."""
+        vaults = {v.name: v for v in self.catalog.vaults()}
+        vaults.update({v.name: v for v in self.settings.vaults})
+        home = claude_home().resolve()
+        claude = next((n for n, v in vaults.items() if v.root == home), None)
+        return Scopes({n: str(v.root) for n, v in vaults.items()}, claude, self.settings.shared_topics)
+
     def vaults(self) -> list[Vault]:
         """Every vault in the index (each owning its files but those of a served vault nested
         in it)."""
@@ -456,6 +467,7 @@ class VaultIndex:
         renamed = self._renamed(vaults)
         for vault in vaults:
             self.catalog.put_vault(vault)
+        self.catalog.scope = self.scopes()  # vaults new to the index may join chains
         every = self.imported_all()
         for vault in vaults:
             if not vault.root.is_dir():

@@ -178,7 +178,8 @@ def remember(ctx: Context, req: dict) -> dict:
         cfg = ctx.settings.index
         if not is_note_path(vault, probe, cfg.include, cfg.exclude):
             raise UsageError(f"notes written to {subdir}/ would not be indexed (see [index] include)")
-        before = idx.catalog.topic_notes(topic, vault.name, current_only=True)
+        # the chain the note joins: its vault's, or its project's across vaults (supersession.Scopes)
+        before = idx.catalog.topic_notes(topic, current_only=True, scope=idx.catalog.scope(vault.name, probe))
         when = dt.datetime.now().astimezone().replace(microsecond=0)
         rows = idx.catalog.notes(before)
         latest = max((written_at(r) for r in rows.values()), default=None)

@@ -417,6 +417,9 @@ class Searcher:
                 how = written_how(row)
                 parts["written"] = f"{how['at']} from {how['from']}" + (
                     f", {how['ahead_days']:g} days ahead of now" if "ahead_days" in how else "")
+                scope = self.index.catalog.scope
+                if row["topic"] and (joined := scope.describe(scope(row["vault"], row["path"]))):
+                    parts["chain"] = f"one chain of this topic across {joined}"
             ch = chunks.get(chunk_for[key])
             text = ch["text"] if ch else row["preview"] or ""
             hits.append(Hit(

@@ -1,6 +1,9 @@
 """Which notes are current: derived from note facts alone, so it is recomputed, never patched.
 
-Within a vault, notes that share a topic (compared after NFKC and case folding) form a chain;
+Within a chain's scope, notes that share a topic (compared after NFKC and case folding) form a
+chain. A scope is a vault, but for what belongs to one project across vaults (Scopes): Claude
+Code's memory of a project (~/.claude/projects/<slug>/) chains with the vault of that project,
+and vaults the config says share topics chain together;
 the newest (its date as notes.note_date reads it, else the file's mtime; ties broken on path) is
 current and every other note of the chain is superseded by it. A note's `supersedes:` retires the
 named topics or note paths explicitly, for as long as the retiring note exists. Nothing here reads
@@ -11,7 +14,8 @@ from __future__ import annotations
 
 import functools
 import posixpath
-from typing import NamedTuple
+import re
+from typing import Callable, NamedTuple
 
 from .text import normalize
 
@@ -54,7 +58,46 @@ def path_candidates(ref: str, from_path: str) -> set[str]:
     return out
 
 
-def compute(notes: list[Facts]) -> dict[str, str | None]:
+def claude_slug(path: str) -> str:
+    """The folder Claude Code keeps a project's memory in, under ~/.claude/projects/: the
+    project's path with every character but letters and digits turned into '-'."""
+    return re.sub(r"[^A-Za-z0-9]", "-", path)
+
+
+class Scopes:
+    """Which chain scope a note is in: its vault's, but a note of Claude Code's own directory
+    under projects/<slug>/ (the memory Claude Code keeps of one project) is in the scope of the
+    served vault whose directory that slug names, and vaults the config says share topics
+    (`[vaults] share_topics`) are one scope. `roots`: vault name -> its directory."""
+
+    def __init__(self, roots: dict[str, str], claude_vault: str | None = None,
+                 shared: tuple[tuple[str, ...], ...] = ()):
+        self.of_vault = {name: name for name in roots}
+        for group in shared:
+            names = sorted(n for n in group if n in self.of_vault)
+            for n in names:
+                self.of_vault[n] = self.of_vault[names[0]]
+        self.claude_vault = claude_vault
+        self.by_slug = {claude_slug(root.rstrip("/")): name for name, root in roots.items() if name != claude_vault}
+
+    def __call__(self, vault: str, path: str) -> str:
+        if vault == self.claude_vault and path.startswith("projects/"):
+            project = self.by_slug.get(path.split("/", 2)[1])
+            if project is not None:
+                return self.of_vault.get(project, project)
+        return self.of_vault.get(vault, vault)
+
+    def describe(self, scope: str) -> str | None:
+        """What a chain scope joins, when more than its own vault: the vaults that share its
+        topics, and Claude Code's memory folder of its project (for --explain); else None."""
+        parts = [n for n, sc in sorted(self.of_vault.items()) if sc == scope]
+        parts += [f"{self.claude_vault}:projects/{slug}/" for slug, n in sorted(self.by_slug.items())
+                  if self.of_vault.get(n, n) == scope]
+        return " + ".join(parts) if len(parts) > 1 else None
+
+
+def compute(notes: list[Facts], scope: Callable[[str, str], str] = lambda vault, path: vault
+            ) -> dict[str, str | None]:
     """Map every note key to the key of the note that supersedes it, or None if current."""
     result: dict[str, str | None] = {n.key: None for n in notes}
     chains: dict[tuple[str, str], list[Facts]] = {}
@@ -63,7 +106,7 @@ def compute(notes: list[Facts]) -> dict[str, str | None]:
         by_path[(n.vault, n.path)] = n
         t = topic_key(n.topic)
         if t is not None:
-            chains.setdefault((n.vault, t), []).append(n)
+            chains.setdefault((scope(n.vault, n.path), t), []).append(n)
     for chain in chains.values():
         if len(chain) > 1:
             newest = max(chain, key=lambda n: n.order)
@@ -72,7 +115,7 @@ def compute(notes: list[Facts]) -> dict[str, str | None]:
                     result[n.key] = newest.key
     for n in sorted((n for n in notes if n.supersedes), key=lambda n: n.order):
         for ref in n.supersedes:
-            targets: list[Facts] = list(chains.get((n.vault, topic_key(ref) or ""), []))
+            targets: list[Facts] = list(chains.get((scope(n.vault, n.path), topic_key(ref) or ""), []))
             for cand in path_candidates(ref, n.path):
                 if (n.vault, cand) in by_path:
                     targets.append(by_path[(n.vault, cand)])
