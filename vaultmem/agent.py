@@ -614,21 +614,32 @@ def hook_entry(action: str, command: str, agent: str = "claude") -> dict:
 
 def install_hook(settings_file: Path, commands: dict[str, str], agent: str = "claude") -> dict[str, bool]:
     """Add vaultmem's hooks (`commands`: action to command) to the `agent`'s hooks file,
-    changing its "hooks" alone: other keys, comments and layout stay (a new "hooks" goes last in
-    the file's indentation: Claude Code writes two spaces, a hand-kept file may use four or
-    tabs). Written atomically, through a symlink to its target,
-    and only when a hook was added; returns for each action whether it was (False: there
-    already). A file whose shape is not a hooks file's is refused, untouched."""
+    changing nothing but what it adds: other keys, the user's own hook entries (one-line ones
+    too), comments and layout stay (a new "hooks" goes last in the file's indentation: Claude
+    Code writes two spaces, a hand-kept file may use four or tabs). Written atomically, through
+    a symlink to its target, and only when a hook was added; returns for each action whether it
+    was (False: there already). A file whose shape is not a hooks file's is refused, untouched."""
     text, data, lists = _read_hooks(settings_file, list(commands), agent)
+    had_hooks = isinstance(data.get("hooks"), dict)
+    had_events = set(data.get("hooks", {})) if had_hooks else set()
     hooks = data.setdefault("hooks", {})
     added: dict[str, bool] = {}
+    edits = []
     for action, command in commands.items():
-        entries = hooks.setdefault(event(action, agent), lists[action])
+        name = event(action, agent)
+        entries = hooks.setdefault(name, lists[action])
         added[action] = not _has_ours(entries, action)
         if added[action]:
-            entries.append(hook_entry(action, command, agent))
+            entry = hook_entry(action, command, agent)
+            entries.append(entry)
+            if had_hooks:  # only the new entry is written: every byte of the user's stays
+                edits.append(lambda t, n=name, e=entry: jsonc.appended(t, ("hooks", n), e) if n in had_events
+                             else jsonc.with_member_at(t, ("hooks",), n, [e]))
     if any(added.values()):
-        _write_settings(settings_file, text, data, agent)
+        new = text
+        for edit in edits if had_hooks else [lambda t: jsonc.with_member(t, "hooks", data["hooks"])]:
+            new = _edited(settings_file, new, edit, agent)
+        _write_settings(settings_file, new, data, agent)
     return added
 
 
@@ -639,23 +650,34 @@ def uninstall_hook(settings_file: Path, actions: list[str], agent: str = "claude
     Returns for each action whether it was there."""
     text, data, lists = _read_hooks(settings_file, actions, agent)
     removed: dict[str, bool] = {}
+    new = text
     for action in actions:
+        name = event(action, agent)
         entries = lists[action]
         removed[action] = _has_ours(entries, action)
         if not removed[action]:
             continue
-        emptied = []
-        for e in entries:
-            if any(_is_ours(h, action) for h in e.get("hooks", [])):
-                e["hooks"] = [h for h in e["hooks"] if not _is_ours(h, action)]
-                emptied += [id(e)] if not e["hooks"] else []
-        entries[:] = [e for e in entries if id(e) not in emptied]
+        for i in reversed(range(len(entries))):  # from the end: the indexes of the rest hold
+            inner = entries[i].get("hooks", [])
+            ours = [j for j, h in enumerate(inner) if _is_ours(h, action)]
+            if not ours:
+                continue
+            if len(ours) == len(inner):
+                new = _edited(settings_file, new, lambda t, i=i: jsonc.without_element(t, ("hooks", name), i), agent)
+                del entries[i]
+            else:
+                for j in reversed(ours):
+                    new = _edited(settings_file, new,
+                                  lambda t, i=i, j=j: jsonc.without_element(t, ("hooks", name, i, "hooks"), j), agent)
+                entries[i]["hooks"] = [h for h in inner if not _is_ours(h, action)]
         if not entries:
-            del data["hooks"][event(action, agent)]
+            del data["hooks"][name]
+            new = _edited(settings_file, new, lambda t: jsonc.with_member_at(t, ("hooks",), name), agent)
     if any(removed.values()):
         if not data["hooks"]:
             del data["hooks"]
-        _write_settings(settings_file, text, data, agent)
+            new = _edited(settings_file, new, lambda t: jsonc.with_member(t, "hooks"), agent)
+        _write_settings(settings_file, new, data, agent)
     return removed
 
 
@@ -716,19 +738,26 @@ def _read_hooks(settings_file: Path, actions: list[str], agent: str = "claude") 
     return text, data, lists
 
 
-def _write_settings(settings_file: Path, text: str, data: dict, agent: str) -> None:
-    """Write `data` over the settings file whose text was `text`, atomically, changing its
-    "hooks" member alone: every other byte (other keys, comments, layout) stays, and a new
-    "hooks" goes last in the file's indentation. A change that would lose a comment is refused."""
+def _edited(settings_file: Path, text: str, edit, agent: str) -> str:
+    """`edit(text)`, or a UsageError when it would lose a comment of the user's."""
     from .errors import UsageError
-    from .writing import replace_file
 
     try:
-        new = jsonc.with_member(text, "hooks", data.get("hooks", jsonc.DROP))
+        return edit(text)
     except jsonc.Unsafe as err:
         raise UsageError(f"{settings_file}: {err}, which vaultmem will not drop; edit the hooks by hand "
                          f"(`vaultmem hook print{_flag(agent)}` shows them)") from None
-    if jsonc.loads(new) != data:  # never write what does not read back as intended
-        raise UsageError(f"{settings_file}: vaultmem could not change its \"hooks\" alone; edit them by hand "
+
+
+def _write_settings(settings_file: Path, new: str, data: dict, agent: str) -> None:
+    """Write the edited text `new` over the settings file, atomically, when it reads back as
+    `data` (what the edit meant): never a file that does not."""
+    from .errors import UsageError
+    from .writing import replace_file
+
+    if jsonc.loads(new) != data:
+        raise UsageError(f"{settings_file}: vaultmem could not change its hooks alone; edit them by hand "
                          f"(`vaultmem hook print{_flag(agent)}` shows them)")
     replace_file(settings_file, new)
+
+

@@ -1,9 +1,10 @@
 """JSON settings files as people keep them: with `//` and `/* */` comments (Gemini CLI reads
 its settings.json through strip-json-comments, so its users write them) and in their own layout.
 
-`loads` reads one. `with_member` changes one top-level member of such a file's text and leaves
-every other byte as it was: other members, comments, indentation, lists kept on one line. It
-only edits text; agent.py's hook install and uninstall are what write it, atomically.
+`loads` reads one. `with_member` (and `with_member_at`, one level down) changes one member of such
+a file's text, `appended` adds an element to a list and `without_element` takes one out, each
+leaving every other byte as it was: other members, comments, indentation, lists kept on one
+line. It only edits text; agent.py's hook install and uninstall are what write it, atomically.
 """
 
 from __future__ import annotations
@@ -33,20 +34,23 @@ def loads(text: str) -> Any:
     return json.loads(strip_comments(text))
 
 
-def with_member(text: str, key: str, value: Any = DROP) -> str:
+def with_member(text: str, key: str, value: Any = DROP, prefix: str = "", unit: str | None = None) -> str:
     """`text` (a JSON object, comments allowed) with its top-level member `key` set to `value`,
     or taken out when `value` is DROP; every byte outside that member stays. A new member goes
     last, on its own line, in the file's indentation. Raises Unsafe when a comment would be lost
-    (one inside the member's old value), ValueError when `text` is no JSON object."""
+    (one inside the member's old value), ValueError when `text` is no JSON object. `prefix` and
+    `unit`: where `text` is an object inside a file (with_member_at), the white space its line
+    begins with and the file's step of indentation."""
     bare = strip_comments(text)
     found = re.search(r'^([ \t]+)"', text, re.M)
-    indent = found.group(1) if found else "  "
+    unit = unit or (found.group(1) if found else "  ")
+    indent = (found.group(1) if found and prefix else prefix + unit)
     if not bare.strip():
         if text.strip():
             raise Unsafe("the file holds comments alone")
-        return json.dumps({} if value is DROP else {key: value}, ensure_ascii=False, indent=indent) + "\n"
+        return json.dumps({} if value is DROP else {key: value}, ensure_ascii=False, indent=unit) + "\n"
     opening, closing, members = _members(bare)
-    shown = "" if value is DROP else json.dumps(value, ensure_ascii=False, indent=indent).replace("\n", "\n" + indent)
+    shown = "" if value is DROP else json.dumps(value, ensure_ascii=False, indent=unit).replace("\n", "\n" + indent)
     rendered = f"{json.dumps(key, ensure_ascii=False)}: {shown}"
     at = max((i for i, m in enumerate(members) if m[0] == key), default=None)
     if at is None:
@@ -58,6 +62,9 @@ def with_member(text: str, key: str, value: Any = DROP) -> str:
                 rest = "\n" + rest.lstrip(" \t")
             return text[: opening + 1] + "\n" + indent + rendered + rest
         end = members[-1][3]
+        if prefix and "\n" not in bare[opening:closing]:  # an object inside kept on one line: so is the new member
+            return text[:end] + f", {json.dumps(key, ensure_ascii=False)}: {json.dumps(value, ensure_ascii=False)}" \
+                + text[end:]
         eol = bare.find("\n", end, closing)
         if eol != -1 and not bare[end:eol].strip():  # the last member's line ends there (a comment may follow it)
             return text[:end] + "," + text[end:eol] + "\n" + indent + rendered + text[eol:]
@@ -89,11 +96,12 @@ def with_member(text: str, key: str, value: Any = DROP) -> str:
     return text[:cut] + text[vend:]
 
 
-def _members(bare: str) -> tuple[int, int, list[tuple[str, int, int, int]]]:
+def _members(bare: str, at: int = 0) -> tuple[int, int, list[tuple[str, int, int, int]]]:
     """Where a JSON object's braces are and, for each top-level member in order, its key, where
-    the key starts and where its value starts and ends. `bare` holds no comments."""
+    the key starts and where its value starts and ends; the object begins at or after `at`.
+    `bare` holds no comments."""
     decode = json.JSONDecoder().raw_decode
-    i = _WS.match(bare).end()
+    i = _WS.match(bare, at).end()
     if bare[i:i + 1] != "{":
         raise ValueError("not a JSON object")
     opening = i
@@ -116,3 +124,98 @@ def _members(bare: str) -> tuple[int, int, list[tuple[str, int, int, int]]]:
         if bare[i:i + 1] != ",":
             raise ValueError(f"no comma at offset {i}")
         i = _WS.match(bare, i + 1).end()
+
+
+def _elements(bare: str, opening: int) -> tuple[int, list[tuple[int, int]]]:
+    """Where a JSON array's closing bracket is, and each element's start and end; the array's
+    `[` is at `opening`. `bare` holds no comments."""
+    decode = json.JSONDecoder().raw_decode
+    i = _WS.match(bare, opening + 1).end()
+    out: list[tuple[int, int]] = []
+    if bare[i:i + 1] == "]":
+        return i, out
+    while True:
+        _, end = decode(bare, i)
+        out.append((i, end))
+        i = _WS.match(bare, end).end()
+        if bare[i:i + 1] == "]":
+            return i, out
+        if bare[i:i + 1] != ",":
+            raise ValueError(f"no comma at offset {i}")
+        i = _WS.match(bare, i + 1).end()
+
+
+def _span(bare: str, path: tuple) -> tuple[int, int]:
+    """Where the value at `path` (object keys and array indexes, from the top) starts and ends."""
+    start = _WS.match(bare).end()
+    end = json.JSONDecoder().raw_decode(bare, start)[1]
+    for step in path:
+        if isinstance(step, str):
+            _, _, members = _members(bare, start)
+            found = [(vs, ve) for key, _, vs, ve in members if key == step]
+            if not found:
+                raise KeyError(step)
+            start, end = found[-1]
+        else:
+            _, elements = _elements(bare, start)
+            start, end = elements[step]
+    return start, end
+
+
+def _line_indent(text: str, at: int) -> str:
+    """The white space that begins the line `at` is on."""
+    line = text.rfind("\n", 0, at) + 1
+    return re.match(r"[ \t]*", text[line:]).group(0)
+
+
+def _unit(text: str) -> str:
+    found = re.search(r'^([ \t]+)["{\[]', text, re.M)
+    return found.group(1) if found else "  "
+
+
+def with_member_at(text: str, path: tuple, key: str, value: Any = DROP) -> str:
+    """`text` with the member `key` of the object at `path` set to `value` (or taken out: DROP),
+    every byte outside that member kept (with_member, one level down)."""
+    if not path:
+        return with_member(text, key, value)
+    bare = strip_comments(text)
+    start, end = _span(bare, path)
+    inner = with_member(text[start:end], key, value, prefix=_line_indent(text, start), unit=_unit(text))
+    return text[:start] + inner + text[end:]
+
+
+def appended(text: str, path: tuple, value: Any) -> str:
+    """`text` with `value` added last to the array at `path`; every byte of the elements there
+    stays (a one-line array gets a one-line element, as its others are)."""
+    bare = strip_comments(text)
+    start, end = _span(bare, path)
+    closing, elements = _elements(bare, start)
+    unit = _unit(text)
+    if not elements:
+        base = _line_indent(text, start)
+        shown = json.dumps(value, ensure_ascii=False, indent=unit).replace("\n", "\n" + base + unit)
+        return text[:start] + "[\n" + base + unit + shown + "\n" + base + "]" + text[end:]
+    last_start, last_end = elements[-1]
+    if "\n" not in bare[start:end]:  # kept on one line: so is the new element
+        return text[:last_end] + ", " + json.dumps(value, ensure_ascii=False) + text[last_end:]
+    base = _line_indent(text, last_start)
+    shown = json.dumps(value, ensure_ascii=False, indent=unit).replace("\n", "\n" + base)
+    return text[:last_end] + ",\n" + base + shown + text[last_end:]
+
+
+def without_element(text: str, path: tuple, index: int) -> str:
+    """`text` with the element `index` of the array at `path` taken out, with its comma; every
+    other byte stays. Raises Unsafe when a comment would go with it."""
+    bare = strip_comments(text)
+    start, _ = _span(bare, path)
+    _, elements = _elements(bare, start)
+    s, e = elements[index]
+    if index + 1 < len(elements):
+        cut_from, cut_to = s, elements[index + 1][0]
+    elif index:
+        cut_from, cut_to = elements[index - 1][1], e
+    else:
+        cut_from, cut_to = s, e
+    if bare[cut_from:cut_to] != text[cut_from:cut_to]:
+        raise Unsafe("the hook entry holds comments")
+    return text[:cut_from] + text[cut_to:]
