@@ -1,7 +1,6 @@
 """The daemon end to end: a real `vaultmem daemon` process on a temp vault and a real socket,
 files saved the way editors save them, SIGTERM and SIGKILL. Marked slow; CI runs them."""
 
-import contextlib
 import json
 import os
 import shutil
@@ -275,93 +274,6 @@ def test_status_says_how_far_a_first_index_has_read(daemon, tmp_path):
     read = [p["files_read"] for p in seen]
     assert read == sorted(read) and read[0] < 101 and all(n % 10 == 0 or n == 101 for n in read)
     assert st["progress"] is None and st["notes"] == 101
-
-def test_a_long_reconciles_progress_is_told_to_systemd_and_then_what_it_did(tmp_path, monkeypatch):
-    """In process, on a real notify socket: a reconcile that runs past PROGRESS_SECONDS (0
-    here) puts its progress on systemd's status line, and once done, what it did (a reconcile
-    after readiness; at start-up READY=1 says it)."""
-    import vaultmem.daemon as dmod
-    from vaultmem.config import resolve
-    from vaultmem.index import VaultIndex
-    vault = tmp_path / "vault"
-    for i in range(3):
-        atomic_save(vault / f"memory/n{i}.md", f"note {i} on ibis\n")
-    notify = tmp_path / "notify.sock"
-    srv = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-    srv.bind(str(notify))
-    srv.settimeout(60)
-    monkeypatch.setenv("NOTIFY_SOCKET", str(notify))
-    monkeypatch.setattr(dmod, "PROGRESS_SECONDS", 0.0)
-    d = dmod.Daemon(resolve({"state_dir": str(tmp_path / "s"), "vaults": [f"v={vault}"]}, env={}),
-                    str(tmp_path / "s.sock"))
-    d.vaults = {v.name: v for v in d.settings.vaults}
-    d.writer = VaultIndex(d.settings, writable=True)
-    d.reader = VaultIndex(d.settings, writable=False, share_vectors_of=d.writer)
-    d.ready = True
-    try:
-        d._apply([dmod.Work("reconcile", reason="test")])
-    finally:
-        d.reader.close()
-        d.writer.close()
-    told = [srv.recv(4096).decode() for _ in range(2)]
-    srv.close()
-    assert told == ["STATUS=reading notes: 0 of 3 files, 0 chunks embedded",
-                    "STATUS=watching 1 vault(s), 3 files: 3 added, 0 updated, 0 removed, 0 unchanged, 0 skipped; "
-                    + told[1].split("; ", 1)[1]]
-    assert told[1].split("; ", 1)[1].startswith("3 chunks embedded") and d.progress is None
-
-def test_a_note_pointed_at_a_new_file_is_read_again_once_the_daemon_knows_the_link(tmp_path):
-    """`ln -sfn ~/dotfiles/NEW.md CLAUDE.md`, then NEW.md saved while the daemon reads CLAUDE.md:
-    that save's event found no note (the daemon learns where CLAUDE.md points after reading
-    it), so the note is read once more when its link is learnt. In process, the save made
-    right after the writer's read, with no watch running: only that second read can bring it.
-    (The race, seen in a real daemon under load: the edit never searchable.)"""
-    import vaultmem.daemon as dmod
-    from vaultmem.config import resolve
-    from vaultmem.index import VaultIndex
-    from vaultmem.watching import make_observer
-    vault, dot = tmp_path / "vault", tmp_path / "dotfiles"
-    atomic_save(dot / "OLD.md", "# Global\n\nthe echidna\n")
-    atomic_save(dot / "NEW.md", "# Global\n\nthe jerboa\n")
-    vault.mkdir()
-    (vault / "CLAUDE.md").symlink_to(dot / "OLD.md")
-    d = dmod.Daemon(resolve({"state_dir": str(tmp_path / "s"), "vaults": [f"v={vault}"]}, env={}),
-                    str(tmp_path / "s.sock"))
-    d.vaults = {v.name: v for v in d.settings.vaults}
-    d.observer = make_observer()  # not started: no event comes
-    d.writer = VaultIndex(d.settings, writable=True)
-    d.reader = VaultIndex(d.settings, writable=False, share_vectors_of=d.writer)
-
-    def run_queue():
-        while not d.queue.empty():
-            d._apply([d.queue.get_nowait()])
-
-    def texts():
-        return {d.writer.catalog.notes(["v:CLAUDE.md"])["v:CLAUDE.md"]["preview"].split()[-1]}
-    try:
-        d._apply([dmod.Work("reconcile", reason="test")])
-        run_queue()
-        assert texts() == {"echidna"}
-        (vault / ".CLAUDE.md.new").symlink_to(dot / "NEW.md")
-        os.replace(vault / ".CLAUDE.md.new", vault / "CLAUDE.md")
-        update = d.writer.update
-
-        def read_then_saved(v, rels):
-            out = update(v, rels)
-            if texts() == {"jerboa"}:  # the read of the new target done: the save lands now
-                atomic_save(dot / "NEW.md", "# Global\n\nthe kinkajou\n")
-            return out
-        d.writer.update = read_then_saved
-        d._apply([dmod.Work("path", vault="v", rel="CLAUDE.md")])
-        d.writer.update = update
-        assert [(w.kind, w.rel) for w in list(d.queue.queue)] == [("path", "CLAUDE.md")]
-        run_queue()
-        assert texts() == {"kinkajou"}
-        d._apply([dmod.Work("path", vault="v", rel="CLAUDE.md")])
-        assert d.queue.empty()  # a link that still points there is not read again
-    finally:
-        d.reader.close()
-        d.writer.close()
 
 
 def test_status_reports_generation_and_counts(daemon):
@@ -641,22 +553,6 @@ def test_many_clients_at_once_are_all_answered(daemon):
     for t in threads:
         t.join(120)
     assert not errors and len(answered) == 400
-
-
-def test_lost_inotify_events_trigger_a_reconcile(tmp_path):
-    """watchdog reports a queue overflow only as a log warning; the daemon turns it into a
-    reconcile (checked in process: the 40,000-file flood is a robustness test of its own)."""
-    import logging
-    from vaultmem.config import resolve
-    from vaultmem.daemon import Daemon
-    d = Daemon(resolve({"state_dir": str(tmp_path / "s")}, env={}), str(tmp_path / "s.sock"))
-    logging.getLogger("watchdog.observers.inotify_c").addHandler(d._overflow)
-    try:
-        logging.getLogger("watchdog.observers.inotify_c").warning("Inotify queue overflowed; filesystem events were lost")
-    finally:
-        logging.getLogger("watchdog.observers.inotify_c").removeHandler(d._overflow)
-    work = d.queue.get_nowait()
-    assert work.kind == "reconcile" and "overflow" in work.reason
 
 
 def test_a_queue_overflow_in_a_vault_of_thousands_of_directories_settles(daemon):
@@ -954,7 +850,7 @@ def test_service_enable_says_in_one_line_what_systemctl_refused(tmp_path):
 def test_service_install_warns_when_the_vaults_take_most_of_the_watch_limit(tmp_path, monkeypatch):
     """Checked at install time, before the daemon runs short (the limit is the kernel's and
     machine-wide: the test sets what this process reads of it)."""
-    import vaultmem.daemon as dmod
+    import vaultmem.watching as wmod
     from vaultmem.config import Vault, resolve
     from vaultmem.service import watch_warning
     for i in range(5):
@@ -962,10 +858,10 @@ def test_service_install_warns_when_the_vaults_take_most_of_the_watch_limit(tmp_
     for i in range(9):
         (tmp_path / f"v/node_modules/p{i}").mkdir(parents=True)  # excluded: no watch, not counted
     vault, exclude = [Vault("v", tmp_path / "v")], resolve({}, env={}).index.exclude
-    assert dmod.watch_limit() is None or watch_warning(vault, exclude) is None  # 6 directories
-    monkeypatch.setattr(dmod, "watch_limit", lambda: 12)
+    assert wmod.watch_limit() is None or watch_warning(vault, exclude) is None  # 6 directories
+    monkeypatch.setattr(wmod, "watch_limit", lambda: 12)
     assert watch_warning(vault, exclude) is None, "half of the limit is fine"
-    monkeypatch.setattr(dmod, "watch_limit", lambda: 10)
+    monkeypatch.setattr(wmod, "watch_limit", lambda: 10)
     said = watch_warning(vault, exclude)
     assert "6 directories" in said and "limit is 10 " in said and "fs.inotify.max_user_watches=" in said
 
@@ -1026,103 +922,6 @@ def test_memory_habit_through_the_socket(daemon, tmp_path):
     assert daemon.request({"op": "status"})["last_inventory"].startswith("20")
 
 
-def test_watch_coverage_is_counted_as_the_kernel_holds_it(tmp_path):
-    """The premise of the unwatched-directory check: recursive watchdog watches hold one
-    inotify watch per directory (symlinks not entered, a directory of two vaults once), as
-    counted from /proc, and grow with a new directory."""
-    from watchdog.events import FileSystemEventHandler
-    from watchdog.observers import Observer
-    from vaultmem.daemon import directories_under, inotify_watches
-    for i in range(7):
-        (tmp_path / f"v/p{i}/memory").mkdir(parents=True)
-    (tmp_path / "elsewhere/deep").mkdir(parents=True)
-    (tmp_path / "v/link").symlink_to(tmp_path / "elsewhere")
-    v = str(tmp_path / "v")
-    assert directories_under([v]) == 15 == directories_under([v, v + "/p0"]), "a nested vault: once"
-    before = inotify_watches() or 0
-    obs = Observer()
-    obs.schedule(FileSystemEventHandler(), v, recursive=True)
-    obs.schedule(FileSystemEventHandler(), v + "/p0", recursive=True)  # one instance: watched once
-    obs.start()
-    try:
-        assert inotify_watches() - before == 15
-        (tmp_path / "v/p0/memory/new").mkdir()
-        deadline = time.time() + 10
-        while inotify_watches() - before != 16 and time.time() < deadline:
-            time.sleep(0.02)
-        assert inotify_watches() - before == 16 == directories_under([v])
-    finally:
-        obs.stop()
-        obs.join(5)
-
-
-@pytest.mark.filterwarnings("ignore:Callback with id .* already exists for watch")  # as the daemon does
-def test_excluded_directories_are_not_watched_and_their_events_never_come(tmp_path):
-    """The vaults' watch prunes what the scan prunes: .git, node_modules, .venv, ... hold no
-    notes, so they take no inotify watch and a build or `git gc` in them sends the daemon
-    nothing. Directories made, or moved in, later are pruned by the same rule; a new folder of
-    notes is watched, and the notes in it are reported."""
-    from watchdog.events import FileSystemEventHandler
-    from vaultmem.config import Vault, resolve
-    from vaultmem.daemon import directories_under, inotify_watches
-    from vaultmem.watching import PRUNES, make_observer, vault_pruner
-    if not PRUNES:
-        pytest.skip("watchdog's inotify observer is not here")
-    v = tmp_path / "v"
-    for d in ("memory/a", ".git/objects/ab", "web/node_modules/left-pad/lib", ".venv/lib/site", "web/src",
-              ".mypy_cache/3.11/pkg", "py/venv/lib"):
-        (v / d).mkdir(parents=True)
-    vault, exclude = Vault("v", v), resolve({}, env={}).index.exclude
-    pruned = vault_pruner(vault, exclude)
-    assert [pruned(str(v / d)) for d in ("", "memory/a", ".git", ".git/objects", "web/node_modules", "web/src")] \
-        == [False, False, True, True, True, False]
-    assert directories_under([str(v)], (), {str(v): pruned}) == 6  # v, memory, memory/a, web, web/src, py
-    assert directories_under([str(v)]) == 20
-
-    seen: list[str] = []
-
-    class Record(FileSystemEventHandler):
-        def on_any_event(self, event):
-            seen.append(os.path.relpath(event.src_path, v))
-
-    before = inotify_watches() or 0
-    obs = make_observer()
-    obs.schedule(Record(), str(v), recursive=True, pruned=pruned)
-    obs.start()
-
-    def settle(want_watches, want_seen=None):
-        deadline = time.time() + 10
-        while time.time() < deadline:
-            if inotify_watches() - before == want_watches and (want_seen is None or want_seen <= set(seen)):
-                return
-            time.sleep(0.02)
-        raise AssertionError(f"{inotify_watches() - before} watches, wanted {want_watches}; seen {seen}")
-    try:
-        settle(6)
-        (v / "web/node_modules/new/deeper").mkdir(parents=True)  # npm install
-        (v / "web/node_modules/new/deeper/index.js").write_text("x")
-        (v / ".git/objects/ab/cdef").write_text("blob")  # git
-        outside = tmp_path / "elsewhere/node_modules/pkg"
-        outside.mkdir(parents=True)
-        os.rename(tmp_path / "elsewhere/node_modules", v / "web/src/node_modules")  # moved in, excluded name
-        (v / "proj/memory/deep").mkdir(parents=True)  # a new folder of notes, made at once
-        (v / "proj/memory/deep/n.md").write_text("note")
-        settle(9, {"proj/memory/deep/n.md"})  # + proj, proj/memory, proj/memory/deep
-        time.sleep(0.3)  # anything late from the excluded directories would come by now
-        assert inotify_watches() - before == 9 == directories_under([str(v)], (), {str(v): pruned})
-        # the moved-in directory's own entry is an event in a watched directory; nothing below it
-        assert not [p for p in seen if "node_modules/" in p or ".git/" in p], seen
-        assert "web/src/node_modules" in seen
-        # a watched folder renamed in place to an excluded name (`mv vendor node_modules`): the
-        # move is reported, and its watch is dropped as if it had always been there
-        os.rename(v / "memory/a", v / "memory/node_modules")
-        settle(8, {"memory/a"})
-        assert inotify_watches() - before == 8 == directories_under([str(v)], (), {str(v): pruned})
-    finally:
-        obs.stop()
-        obs.join(5)
-
-
 def test_a_folder_moved_to_an_excluded_trash_and_back_is_followed(daemon):
     """Obsidian deletes to .trash/ (excluded, so not watched from the start): a folder of notes
     restored from it is indexed at once and its notes edited, and trashed again it is gone."""
@@ -1139,95 +938,6 @@ def test_a_folder_moved_to_an_excluded_trash_and_back_is_followed(daemon):
     daemon.wait_for(lambda: daemon.paths("okapi") == [])
     os.rename(v / ".trash/sub", v / "sub")
     daemon.wait_for(lambda: daemon.paths("okapi") == ["sub/memory/n.md"])
-
-
-@contextlib.contextmanager
-def watching_in_process(tmp_path, vault):
-    """A Daemon of vault `vault` with its watches on a real observer and a scheduler that is
-    not started, in this process (nothing indexed, no socket): for tests of the watch itself."""
-    from apscheduler.schedulers.background import BackgroundScheduler
-    import vaultmem.daemon as dmod
-    from vaultmem.config import resolve
-    from vaultmem.watching import make_observer
-    d = dmod.Daemon(resolve({"state_dir": str(tmp_path / "s"), "vaults": [f"v={vault}"]}, env={}),
-                    str(tmp_path / "s.sock"))
-    d.vaults = {v.name: v for v in d.settings.vaults}
-    d.observer, d.scheduler = make_observer(), BackgroundScheduler()
-    d._schedule_watches()
-    d.observer.start()
-    try:
-        yield d
-    finally:
-        d.observer.stop()
-        d.observer.join(5)
-
-
-def test_the_daemon_watches_and_counts_only_what_can_hold_notes(tmp_path):
-    """The daemon's own watch and its count of it agree with excluded directories left out."""
-    vault = tmp_path / "vault"
-    for d in ("memory", ".venv/lib/python3/site-packages/pkg", ".git/refs/heads", "src/app"):
-        (vault / d).mkdir(parents=True)
-    with watching_in_process(tmp_path, vault) as d:
-        d._check_watches(rewatch=False)
-        assert d.watch["complete"] and d.watch["directories"] == d.watch["watched"] == 4, d.watch  # root, memory, src, src/app
-
-
-def test_a_symlinked_folder_of_notes_is_watched_without_its_excluded_directories(tmp_path):
-    """`memory -> ~/notes`, a git checkout: its .git takes no watch either."""
-    notes = tmp_path / "notes"
-    for d in (".git/objects/ab", ".git/refs/heads", "2026"):
-        (notes / d).mkdir(parents=True)
-    (notes / "a.md").write_text("a note\n")
-    vault = tmp_path / "vault"
-    (vault / "proj").mkdir(parents=True)
-    (vault / "proj/memory").symlink_to(notes)
-    with watching_in_process(tmp_path, vault) as d:
-        d.links.reset(d.vaults["v"], ["proj/memory/a.md"])
-        d._watch_links()
-        assert list(d._link_watches) == [(str(notes), True)]
-        assert d._linked_dir_excluded(str(notes / ".git")) and not d._linked_dir_excluded(str(notes / "2026"))
-        d._check_watches(rewatch=False)
-        # the vault, proj; notes, notes/2026
-        assert d.watch["complete"] and d.watch["directories"] == d.watch["watched"] == 4, d.watch
-
-
-def test_a_vault_not_wholly_watched_is_said_and_reconciled_every_minute(tmp_path, monkeypatch, caplog):
-    """At the kernel's inotify watch limit watchdog skips subdirectories without a word. The
-    limit is per user and machine-wide, so the test does not reach it: it makes the count of
-    watches held come out short, as the kernel's refusal would, on a real observer."""
-    import vaultmem.daemon as dmod
-    vault = tmp_path / "vault"
-    for i in range(3):
-        (vault / f"p{i}/memory").mkdir(parents=True)
-    with watching_in_process(tmp_path, vault) as d:
-        d._check_watches(rewatch=False)
-        assert d.watch["complete"] and d.watch["directories"] == 7 and d.scheduler.get_job("unwatched-reconcile") is None
-        walk, walks = dmod.directories_under, []
-
-        def one_more_at_first(roots, single=(), pruned=None):
-            walks.append(roots)
-            return walk(roots, single, pruned) + (len(walks) == 1)
-        monkeypatch.setattr(dmod, "directories_under", one_more_at_first)
-        with caplog.at_level("WARNING", logger="vaultmem.daemon"):
-            d._check_watches()  # a directory made during the first walk and gone again: counted twice
-        assert d.watch["complete"] and len(walks) == 2 and "watched" not in caplog.text
-        monkeypatch.setattr(dmod, "directories_under", walk)
-        real = dmod.inotify_watches
-        monkeypatch.setattr(dmod, "inotify_watches", lambda: real() - 2)  # two directories refused
-        with caplog.at_level("WARNING", logger="vaultmem.daemon"):
-            d._check_watches()  # a rewatch is tried first, and is refused as well
-        assert d.watch == {"watched": 5, "directories": 7, "complete": False, "limit": dmod.watch_limit(), "missing": [],
-                           "outside": 0, "outside_unwatched": 0}
-        assert "only 5 of the vaults' 7 directories are watched" in caplog.text
-        assert "max_user_watches" in caplog.text
-        job = d.scheduler.get_job("unwatched-reconcile")
-        assert job is not None and job.trigger.interval.total_seconds() == d.settings.daemon.unwatched_seconds == 60
-        job.func()
-        queued = [d.queue.get_nowait() for _ in range(d.queue.qsize())]
-        assert [w.reason for w in queued] == ["watched afresh"] * 2 + ["vault not wholly watched"]
-        monkeypatch.setattr(dmod, "inotify_watches", real)  # the limit was raised
-        d._check_watches()
-        assert d.watch["complete"] and d.scheduler.get_job("unwatched-reconcile") is None
 
 
 def test_the_daemon_starts_without_its_vault_directory_and_watches_for_it(tmp_path):
@@ -1286,70 +996,6 @@ def test_a_vault_root_deleted_or_moved_and_made_again_is_watched_again(tmp_path,
         assert "vault v is back: watching it again" in d.log.read_text()
     finally:
         d.stop()
-
-
-def test_links_past_the_watch_limit_are_said_and_watched_when_room_is_made(tmp_path, monkeypatch, caplog):
-    """Notes that are symlinks into more directories outside the vaults than MAX_LINK_WATCHES:
-    the first ones (in sorted order) are watched, the rest said in the log and status; the
-    watches are counted against the directories they need; a link removed makes room, and the
-    directory watched anew has its notes looked at once. A real observer, in process."""
-    import vaultmem.daemon as dmod
-    vault = tmp_path / "vault"
-    (vault / "memory").mkdir(parents=True)
-    for name in ("a", "b", "c"):
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "n.md").write_text(f"note {name}\n")
-        (vault / f"memory/{name}.md").symlink_to(tmp_path / name / "n.md")
-    monkeypatch.setattr(dmod, "MAX_LINK_WATCHES", 2)
-    with watching_in_process(tmp_path, vault) as d:
-        d.links.reset(d.vaults["v"], ["memory/a.md", "memory/b.md", "memory/c.md"])
-        with caplog.at_level("WARNING", logger="vaultmem.daemon"):
-            d._watch_links()
-        assert sorted(spec[0] for spec in d._link_watches) == [str(tmp_path / "a"), str(tmp_path / "b")]
-        assert "symlinked notes live in 3 directories outside the vaults; 2 are watched" in caplog.text
-        queued = [d.queue.get_nowait() for _ in range(d.queue.qsize())]
-        assert sorted(w.rel for w in queued) == ["memory/a.md", "memory/b.md"]  # looked at once
-        d._check_watches(rewatch=False)
-        assert d.watch["complete"] and d.watch["directories"] == 4  # vault, memory/, a, b
-        assert (d.watch["outside"], d.watch["outside_unwatched"]) == (2, 1)
-        (vault / "memory/a.md").unlink()
-        d.links.update(d.vaults["v"], ["memory/a.md"])
-        d._watch_links()
-        assert sorted(spec[0] for spec in d._link_watches) == [str(tmp_path / "b"), str(tmp_path / "c")]
-        assert (d.watch["outside"], d.watch["outside_unwatched"]) == (2, 0)
-        rels = {w.rel for w in [d.queue.get_nowait() for _ in range(d.queue.qsize())]}
-        assert "memory/c.md" in rels and "memory/b.md" not in rels  # (a.md: the vault's own watch saw it go)
-
-
-@pytest.mark.skipif(os.uname().sysname != "Linux" or __import__("platform").libc_ver()[0] != "glibc",
-                    reason="glibc's malloc settings")
-def test_the_writers_bulk_work_keeps_big_blocks_on_the_heap_and_sets_the_daemons_thresholds_back():
-    """A 2 MB block is mmapped under the daemon's malloc settings (its memory goes back when
-    freed), comes from the heap while notes are read and embedded (bulk_heap: no fresh zeroed
-    pages per embed batch), and is mmapped again after, once the free heap is given back. glibc marks a chunk it mmapped with bit 2
-    of the size word before the block. In a child process: the settings are process-wide."""
-    import subprocess
-    import sys
-    script = """
-import ctypes
-from vaultmem import daemon
-libc = ctypes.CDLL(None)
-libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
-libc.free.argtypes = [ctypes.c_void_p]
-def mmapped(n):
-    p = libc.malloc(n)
-    size = ctypes.c_size_t.from_address(p - ctypes.sizeof(ctypes.c_size_t)).value
-    libc.free(p)
-    return bool(size & 2)
-daemon._tune_malloc()
-before = mmapped(2 << 20)
-with daemon.bulk_heap():
-    bulk = mmapped(2 << 20), mmapped(9 << 20)
-daemon._return_free_memory()  # as the writer does after big work: the freed heap is not reused
-print(before, *bulk, mmapped(2 << 20))
-"""
-    got = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    assert got.stdout.split() == ["True", "False", "True", "True"]  # 9 MB: past the bulk threshold
 
 
 @pytest.mark.slow

@@ -714,7 +714,7 @@ def test_codexs_own_memory_is_found_in_its_directory_by_any_name_and_above_it(tm
     `memories/` folder of anyone else's.
     The inventory asks no machine-written file for a topic or tags."""
     from conftest import Env
-    from vaultmem.daemon import _concerns
+    from vaultmem.watches import concerns as _concerns
     from vaultmem.inventory import take
     from vaultmem.usage import Usage
     home = tmp_path / "home"
@@ -787,7 +787,7 @@ def test_a_vault_that_is_a_claude_directory_has_its_rules_found(tmp_path):
     with VaultIndex(s) as idx:  # rules are instructions, asked for no topic, as in a project
         missing = take(idx, Usage(s.state_dir), s)["findings"]["missing_topic"]
     assert [f["note"] for f in missing] == ["v:agent-memory/reviewer/style.md", "v:projects/-home-me-app/memory/m.md"]
-    from vaultmem.daemon import _concerns
+    from vaultmem.watches import concerns as _concerns
     cfg = s.index
     assert _concerns(s.vaults[0], "rules/go.md", False, cfg.include, cfg.exclude)
     assert not _concerns(s.vaults[0], "todos/u.md", False, cfg.include, cfg.exclude)

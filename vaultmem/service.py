@@ -9,14 +9,35 @@ would look like an empty index."""
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 from .config import Vault, config_home, config_path_under
 from .errors import ServiceError, UsageError
+
+log = logging.getLogger("vaultmem.service")
+
+
+def sd_notify(message: str) -> bool:
+    """Send a state line to systemd's notify socket, if we run under Type=notify."""
+    addr = os.environ.get("NOTIFY_SOCKET")
+    if not addr:
+        return False
+    if addr.startswith("@"):
+        addr = "\0" + addr[1:]
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.connect(addr)
+            s.sendall(message.encode())
+        return True
+    except OSError as err:
+        log.warning("cannot notify systemd at %s: %s", addr, err)
+        return False
 
 UNIT = "vaultmem.service"
 # settings read from the environment that the daemon started by systemd would not see
@@ -52,8 +73,7 @@ def watch_warning(vaults: list[Vault], exclude: tuple[str, ...]) -> str | None:
     """A warning when the vaults' directories (one inotify watch each, excluded ones not
     watched) take more than half of the kernel's per-user watch limit, which editors and other
     watchers share; None if fine."""
-    from .daemon import RAISE_WATCH_LIMIT, directories_under, watch_limit
-    from .watching import vault_pruners
+    from .watching import RAISE_WATCH_LIMIT, directories_under, vault_pruners, watch_limit
 
     limit = watch_limit()
     need = directories_under([str(v.root) for v in vaults], (), vault_pruners(vaults, exclude))

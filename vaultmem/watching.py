@@ -20,8 +20,9 @@ excluded directories are dropped anyway).
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterable
 
 from watchdog.observers import Observer
 
@@ -174,3 +175,60 @@ if PRUNES:
             else:
                 self._pruners.pop(str(path), None)
             return super().schedule(event_handler, path, **kwargs)
+
+
+# ------------------------------------------------------------------ counting watches
+
+
+# How to raise the inotify watch limit for good (said by the daemon and by `service install`).
+RAISE_WATCH_LIMIT = ("echo fs.inotify.max_user_watches=524288 | sudo tee /etc/sysctl.d/90-vaultmem.conf "
+                     "&& sudo sysctl --system")
+
+
+def inotify_watches() -> int | None:
+    """The inotify watches this process holds (Linux: /proc/self/fdinfo); None where unknown."""
+    try:
+        fds = os.listdir("/proc/self/fd")
+    except OSError:
+        return None
+    total, seen = 0, False
+    for fd in fds:
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:inotify":
+                continue
+            with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as f:
+                total += sum(1 for line in f if line.startswith("inotify wd:"))
+            seen = True
+        except OSError:
+            continue
+    return total if seen else None
+
+
+def root_identity(root) -> tuple[int, int] | None:
+    """(device, inode) of a vault root that is a directory, else None."""
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def watch_limit() -> int | None:
+    try:
+        with open("/proc/sys/fs/inotify/max_user_watches", encoding="ascii") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        return None
+
+
+def directories_under(roots: list[str], single: Iterable[str] = (), pruned: dict | None = None) -> int:
+    """The watches recursive inotify watches of `roots`, and watches of the `single`
+    directories alone, need: one per directory, each root included, symlinked directories not
+    entered (as watchdog does), the directories `pruned[root]` excludes left out (as the
+    vaults' watches do, watching.py). watchdog keeps one inotify instance per process, where a
+    directory is watched once however many vaults hold it, so nested vaults count it once."""
+    seen: set[str] = set()
+    for root in roots:
+        seen.update(walk_watched(os.path.realpath(root), (pruned or {}).get(root)))
+    seen.update(os.path.realpath(d) for d in single)
+    return len(seen)
