@@ -108,28 +108,15 @@ class Backend:
 
     def _local(self, req: dict) -> dict:
         from . import ops
-        from .index import print_progress
 
         op = req["op"]
+        if op not in ops.OPS:
+            raise UsageError(f"unknown op {op}")
         if self.local is None:
             self.local = ops.LocalContext(self.settings, on_open=self._say_local)
-        if op in ops.OPS:
-            if op in ops.WRITES:
-                self.local.open(True)
-            return ops.OPS[op](self.local, req)
-        if op == "status":
-            return {"ok": True, **self.local.open(False).status()}
-        if op == "reindex":
-            idx = self.local.open(True)
-            if req.get("drop"):
-                report = idx.drop_vaults(list(req["drop"]))
-            else:
-                if req.get("rebuild"):
-                    idx.rebuild()
-                report = idx.sync(idx.served(), progress=print_progress)
-            return {"ok": True, "report": {k: v for k, v in report.__dict__.items() if k != "problems"},
-                    "problems": report.problems}
-        raise UsageError(f"unknown op {op}")
+        if op in ops.WRITES:
+            self.local.open(True)
+        return ops.OPS[op](self.local, req)
 
     @property
     def via_daemon(self) -> bool:

@@ -645,6 +645,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"the config file {st['config_file']} changed since the daemon read it: "
                   f"`systemctl --user reload vaultmem` (or `kill -HUP {st['pid']}`) applies it")
     print(f"state dir: {st['state_dir']}")
+    if st.get("incomplete") and st.get("ready", True):  # a daemon still starting said so above
+        print(f"answers may be incomplete: {st['incomplete']}")
     for v in st["vaults"]:
         if not v.get("configured", True):
             print(f"vault {v['name']}: {v['root']} (not in the config: its notes are answered as last indexed and "

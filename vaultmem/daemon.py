@@ -34,7 +34,7 @@ from .client import REBUILDING, STILL_INDEXING, socket_problem
 from .config import Settings, Vault, default_config_path
 from .embedders import private_cache
 from .errors import DiskFullError, IndexDamagedError, UsageError, VaultmemError
-from .index import VaultIndex, embedder_identity
+from .index import VaultIndex
 from .query import check_unicode
 from .search import Searcher
 from .server import SocketServer
@@ -74,6 +74,52 @@ class _Context(ops.Context):
         if "value" not in work.result:
             raise VaultmemError("the write failed; see the daemon's log")
         return work.result["value"]
+
+    def vaults(self, idx: VaultIndex) -> list[Vault]:
+        return list(self.daemon.vaults.values())
+
+    def about(self, status: dict) -> None:
+        d = self.daemon
+        assert d.writer is not None and d.watches is not None
+        status.update({
+            "version": __version__, "pid": os.getpid(), "ready": d.ready, "progress": d.writer.progress,
+            "rebuilding": d.rebuilding, "generation": d.generation,
+            "pending": status["pending"] + d.writer.pending(),  # the writer's queue, and half-indexed notes
+            "socket": d.socket_path, "last_reconcile": d.writer.last_reconcile, "watch": d.watches.status,
+            "write_failure": d.writer.write_failure,
+            "last_inventory": _iso(inventory.last_saved(d.settings.state_dir)),
+            "uptime_s": round(time.time() - d.started, 1),
+            "config_file": str(d._config_path), "config_changed": d.config_changed(),
+        })
+
+    def sync(self, rebuild: bool) -> dict:
+        d = self.daemon
+        assert d.writer is not None
+        if not rebuild:
+            work = d.writer.enqueue(Work("reconcile", reason="requested", done=threading.Event()))
+            work.done.wait()
+            if "summary" not in work.result:
+                raise VaultmemError("the reconcile failed; see the daemon's log")
+            return work.result
+
+        def run(idx: VaultIndex) -> dict:
+            d.rebuilding = True
+            try:
+                idx.rebuild()
+                d._refresh()  # the reader sees the empty index, and every answer says why
+                return d.writer.read_all().__dict__
+            finally:
+                d.rebuilding = False
+        return self.write(run)
+
+    def can_drop(self, names: list[str]) -> None:
+        watched = sorted(set(names) & set(self.daemon.vaults))
+        if watched:
+            how = ("take it out of the config, reload the daemon (`systemctl --user reload vaultmem`; one "
+                   "started with --vault flags: restart it without), then drop it"
+                   if self.settings.vaults else "with no vaults configured it watches every vault in the "
+                   "index: stop it, drop the vault, and start it again")
+            raise UsageError(f"the daemon watches vault {', '.join(watched)}: {how}")
 
 
 # Daemon.run's answer when SIGHUP asked for a reload and the config now reads well: the caller
@@ -378,63 +424,3 @@ class Daemon:
 
     def op_ping(self, req: dict) -> dict:
         return {"ok": True, "version": __version__, "state_dir": str(self.settings.state_dir)}
-
-    def op_status(self, req: dict) -> dict:
-        assert self.reader is not None
-        with self.read_lock:
-            counts = self.reader.catalog.counts()
-            skipped = [{"key": r["key"], "reason": r["reason"]} for r in self.reader.catalog.skipped()]
-            pending_marks = len(self.reader.catalog.pending())
-            vaults = self.reader.vault_status(list(self.vaults.values()))
-            ident, dim = self.reader.indexed_embedder() or embedder_identity(self.settings)
-        return {
-            "ok": True, "version": __version__, "pid": os.getpid(), "ready": self.ready,
-            "progress": self.writer.progress,
-            "rebuilding": self.rebuilding, "incomplete": self.ctx.incomplete() if self.ctx else None,
-            "generation": self.generation, **counts,
-            "pending": self.writer.pending() + pending_marks,
-            "vaults": vaults,
-            "embedder": ident, "dim": dim, "state_dir": str(self.settings.state_dir),
-            "socket": self.socket_path, "last_reconcile": self.writer.last_reconcile,
-            "watch": self.watches.status, "write_failure": self.writer.write_failure,
-            "last_inventory": _iso(inventory.last_saved(self.settings.state_dir)),
-            "uptime_s": round(time.time() - self.started, 1), "skipped_files": skipped,
-            "config_file": str(self._config_path), "config_changed": self.config_changed(),
-        }
-
-    def op_reindex(self, req: dict) -> dict:
-        """A full reconcile now (with "rebuild": true, from scratch; with "drop": [names], those
-        vaults' notes taken out of the index, which the daemon must not watch); answers when done."""
-        drop = req.get("drop")
-        if drop:
-            if not isinstance(drop, list) or not all(isinstance(n, str) for n in drop):
-                return {"ok": False, "code": "UsageError", "error": "drop must be a list of vault names"}
-            watched = sorted(set(drop) & set(self.vaults))
-            if watched:
-                how = ("take it out of the config, reload the daemon (`systemctl --user reload vaultmem`; one "
-                       "started with --vault flags: restart it without), then drop it"
-                       if self.settings.vaults else "with no vaults configured it watches every vault in the "
-                       "index: stop it, drop the vault, and start it again")
-                return {"ok": False, "code": "UsageError",
-                        "error": f"the daemon watches vault {', '.join(watched)}: {how}"}
-            work = self.writer.call(lambda idx: idx.drop_vaults(drop).__dict__)
-        elif req.get("rebuild"):
-            def rebuild(idx: VaultIndex) -> dict:
-                self.rebuilding = True
-                try:
-                    idx.rebuild()
-                    self._refresh()  # the reader sees the empty index, and every answer says why
-                    return self.writer.read_all().__dict__
-                finally:
-                    self.rebuilding = False
-            work = self.writer.call(rebuild)
-        else:
-            work = self.writer.enqueue(Work("reconcile", reason="requested", done=threading.Event()))
-        work.done.wait()
-        result = work.result.get("value", work.result)
-        if "exception" in work.result:
-            err = work.result["exception"]
-            return {"ok": False, "code": type(err).__name__ if isinstance(err, VaultmemError) else "reindex_failed",
-                    "error": str(err)}
-        return {"ok": True, "report": {k: v for k, v in result.items() if k != "problems"},
-                "problems": result.get("problems", {})}

@@ -797,12 +797,13 @@ class VaultIndex:
         what = f"{pending} note(s) were left half-indexed" if pending else "notes may never have been read"
         return f"the last index of {self.state_dir} was cut short ({what}): `vaultmem index` finishes it"
 
-    def status(self) -> dict:
+    def status(self, vaults: list[Vault] | None = None) -> dict:
+        """What the index holds, for `vaults` (default: those it serves)."""
         counts = self.catalog.counts()
         ident, dim = self.indexed_embedder() or embedder_identity(self.settings)
         return {
             "state_dir": str(self.state_dir),
-            "vaults": self.vault_status(self.served()),
+            "vaults": self.vault_status(self.served() if vaults is None else vaults),
             **counts,
             "pending": len(self.catalog.pending()),
             "embedder": ident,

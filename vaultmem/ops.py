@@ -51,6 +51,22 @@ class Context:
         rebuild), said with them; None when they are whole."""
         return None
 
+    def vaults(self, idx: VaultIndex) -> list[Vault]:
+        """The vaults kept in line with their files (status shows them)."""
+        return idx.served()
+
+    def about(self, status: dict) -> None:
+        """Add to a status answer what this context knows beyond the index (the daemon's
+        process, watches, queue)."""
+
+    def sync(self, rebuild: bool) -> dict:
+        """A full reconcile now (`rebuild`: the index made again from nothing first); its
+        SyncReport as a dict."""
+        raise NotImplementedError
+
+    def can_drop(self, names: list[str]) -> None:
+        """Raise UsageError when the vaults `names` must not be dropped now."""
+
 
 # ------------------------------------------------------------------ finding notes
 
@@ -355,6 +371,33 @@ def _iso(ts: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(ts))
 
 
+# ------------------------------------------------------------------ status and reindex
+
+
+def status(ctx: Context, req: dict) -> dict:
+    """What the index holds (notes, chunks, vaults, the embedder, files skipped and why), and
+    what the context adds to it (the daemon: its process, watches, queue and last reconcile)."""
+    out = {"ok": True, **ctx.read(lambda idx, _: idx.status(ctx.vaults(idx)))}
+    ctx.about(out)
+    out["incomplete"] = ctx.incomplete()
+    return out
+
+
+def reindex(ctx: Context, req: dict) -> dict:
+    """A full reconcile now; with "rebuild": true, from scratch; with "drop": [names], those
+    vaults' notes taken out of the index instead. Answers when done, with the report."""
+    drop = req.get("drop")
+    if drop:
+        if not isinstance(drop, list) or not all(isinstance(n, str) for n in drop):
+            raise UsageError("drop must be a list of vault names")
+        ctx.can_drop(drop)
+        result = ctx.write(lambda idx: idx.drop_vaults(drop).__dict__)
+    else:
+        result = ctx.sync(bool(req.get("rebuild")))
+    return {"ok": True, "report": {k: v for k, v in result.items() if k not in ("problems", "summary")},
+            "problems": result.get("problems", {})}
+
+
 # ------------------------------------------------------------------ inventory
 
 
@@ -419,6 +462,14 @@ class LocalContext(Context):
     def incomplete(self) -> str | None:
         return self.open(False).incomplete()
 
+    def sync(self, rebuild: bool) -> dict:
+        from .index import print_progress
+
+        def run(idx: VaultIndex) -> dict:
+            if rebuild:
+                idx.rebuild()
+            return idx.sync(idx.served(), progress=print_progress).__dict__
+        return self.write(run)
 
     def close(self) -> None:
         if self.index is not None:
@@ -429,6 +480,6 @@ class LocalContext(Context):
 
 OPS: dict[str, Callable[[Context, dict], dict]] = {
     "query": query, "remember": remember, "forget": forget, "feedback": feedback, "stats": stats,
-    "inventory": inventory, "shown": shown, "tags": tags,
+    "inventory": inventory, "shown": shown, "tags": tags, "status": status, "reindex": reindex,
 }
-WRITES = {"remember", "forget"}  # ops that may change notes (opened for writing up front)
+WRITES = {"remember", "forget", "reindex"}  # ops that may change notes (opened for writing up front)
