@@ -6,7 +6,7 @@ search.relevance), measured; and, to compare, the raw cosine the hook gated on b
 nothing to do with any note. It adds a note only when that note's relevance reaches
 `[agent] min_relevance`. This script measures where that line should sit,
 on the dev sets under ../shared/eval (read in place), with the hook's own choice of hits
-(`agent.prompt_hits`: files the agent loads itself passed over, then the best `--k`; `--agent
+(`recall.prompt_hits`: files the agent loads itself passed over, then the best `--k`; `--agent
 codex` passes over AGENTS.md alone, so the CLAUDE.md files of the off-topic vault compete too):
 
 - on topic: each set's judged questions against the set's own vault (LoCoMo turns, JSQuAD);
@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from vaultmem.agent import prompt_hits  # noqa: E402
+from vaultmem.recall import prompt_hits  # noqa: E402
 from vaultmem.backend import Backend  # noqa: E402
 from vaultmem.config import resolve  # noqa: E402
 from vaultmem.index import VaultIndex  # noqa: E402

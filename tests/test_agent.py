@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from vaultmem.agent import estimate_tokens
+from vaultmem.recall import estimate_tokens
 
 from conftest import ROOT, atomic_save, note, run_cli, write
 
@@ -222,7 +222,7 @@ def test_claude_project_dir_is_named_as_claude_code_names_it():
     """Every character but an ASCII letter or digit is a dash (Claude Code's
     `replace(/[^a-zA-Z0-9]/g, "-")`, over UTF-16 units), a name over 200 characters is cut there
     and gets a hash suffix."""
-    from vaultmem.agent import claude_project_dir
+    from vaultmem.agents import claude_project_dir
     assert claude_project_dir(Path("/Users/me/git/my_repo")) == "projects/-Users-me-git-my-repo"
     assert claude_project_dir(Path("/Users/me/.agents")) == "projects/-Users-me--agents"
     assert claude_project_dir(Path("/home/u/Проект v2")) == "projects/-home-u--------v2"
@@ -284,13 +284,13 @@ def test_session_start_digest_fits_every_budget(tmp_path, monkeypatch):
     asking each again took 30 s of the suite."""
     import functools
     import shutil
-    from vaultmem import agent
-    from vaultmem.agent import session_start
+    from vaultmem import recall
+    from vaultmem.recall import session_start
     from vaultmem.backend import Backend
     from vaultmem.config import resolve
     from vaultmem.index import VaultIndex
-    monkeypatch.setattr(agent, "project_of", functools.cache(agent.project_of))
-    monkeypatch.setattr(agent, "project_words", functools.cache(agent.project_words))
+    monkeypatch.setattr(recall, "project_of", functools.cache(recall.project_of))
+    monkeypatch.setattr(recall, "project_words", functools.cache(recall.project_words))
     for n in range(4):
         root = tmp_path / ("project" + "x" * n)
         shutil.copytree(EXAMPLE, root)
@@ -315,7 +315,7 @@ def test_recall_answers_fit_their_budget_as_sent(example_state):
     """The MCP `recall` answer, as the JSON the agent receives (list separators and the `note`
     included), stays within the budget; only a single first hit may be over (it is always kept,
     clipped). The hits' own sizes alone once let 45 of 272 budgets go over by up to 17 tokens."""
-    from vaultmem.agent import recall
+    from vaultmem.recall import recall
     from vaultmem.backend import Backend
     from vaultmem.config import resolve
     settings = resolve({"state_dir": str(example_state), "vaults": [f"example={EXAMPLE}"]}, env={})
@@ -570,7 +570,7 @@ def test_gemini_cli_runs_the_installed_hooks_and_reads_what_they_add_as_json(exa
 
 
 def test_gemini_cli_is_not_shown_its_context_files_or_what_they_import(tmp_path, monkeypatch):
-    from vaultmem.agent import passed_over
+    from vaultmem.recall import passed_over
     vault = tmp_path / "vault"
     monkeypatch.setenv("HOME", str(tmp_path / "home"))  # no settings: GEMINI.md alone
     monkeypatch.delenv("GEMINI_CLI_HOME", raising=False)
@@ -601,14 +601,14 @@ def test_hook_install_keeps_the_comments_of_a_gemini_settings_file(tmp_path, mon
                          for line in text.splitlines())  # strip-json-comments, for this file
     data = json.loads(stripped)
     assert data["theme"] == "GitHub" and set(data["hooks"]) == {"SessionStart", "BeforeAgent"}
-    from vaultmem import agent
-    agent._gemini_context_names.cache_clear()
+    from vaultmem import agents, recall
+    agents.gemini_context_names.cache_clear()
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("GEMINI_CLI_HOME", raising=False)
     roots = {"v": str(tmp_path / "vault")}
-    assert agent.passed_over("gemini", {"vault": "v", "path": "AGENTS.md"}, roots), "its fileName, read past comments"
-    assert not agent.passed_over("gemini", {"vault": "v", "path": "GEMINI.md"}, roots)
-    agent._gemini_context_names.cache_clear()
+    assert recall.passed_over("gemini", {"vault": "v", "path": "AGENTS.md"}, roots), "its fileName, read past comments"
+    assert not recall.passed_over("gemini", {"vault": "v", "path": "GEMINI.md"}, roots)
+    agents.gemini_context_names.cache_clear()
     r = run_cli("hook", "uninstall", "--agent", "gemini", env=env)
     assert r.returncode == 0 and r.stdout.count("removed") == 2, r.stdout + r.stderr
     assert settings.read_text() == before
@@ -751,7 +751,7 @@ def test_prompt_hook_shows_a_note_once_per_session_and_again_after_compaction(tm
 
 def test_a_sessions_record_goes_two_days_after_it_was_last_written(example_state):
     import time
-    from vaultmem.agent import SessionNotes
+    from vaultmem.recall import SessionNotes
 
     old, recent = SessionNotes(example_state, "old"), SessionNotes(example_state, "recent")
     old.add(["example:memory/a.md"])
@@ -813,7 +813,7 @@ def test_codex_is_not_shown_the_one_instruction_file_a_directory_it_reads_itself
     and the names of `project_doc_fallback_filenames` in its config.toml (CLAUDE.md, to share a
     project's instructions with Claude Code): that file is passed over for Codex, the others in
     that directory are shown. In its own home only the first two count."""
-    from vaultmem.agent import passed_over
+    from vaultmem.recall import passed_over
     home, vault = tmp_path / "codex", tmp_path / "vault"
     write(home, "config.toml", 'model = "x"\nproject_doc_fallback_filenames = ["TEAM.md", "CLAUDE.md"]\n')
     monkeypatch.setenv("CODEX_HOME", str(home))
@@ -879,7 +879,7 @@ def test_prompt_hook_through_a_real_daemon_sees_a_note_saved_a_moment_ago(daemon
 
 
 def test_recall_answers_within_budget_with_the_matching_section(env):
-    from vaultmem.agent import recall
+    from vaultmem.recall import recall
     from vaultmem.backend import Backend
 
     filler = "\n\n".join(f"Paragraph {i} about routine maintenance of the build farm." for i in range(60))

@@ -393,7 +393,7 @@ def test_a_query_while_the_start_up_index_runs_says_notes_may_be_missing(daemon)
     r = run_cli("query", "okapi", "--mode", "text", "--json", "--socket", str(daemon.sock))
     assert json.loads(r.stdout)["indexing"] is True, r.stdout
     assert "still reading the vaults at start-up" in r.stderr and "in-process" not in r.stderr
-    from vaultmem.agent import recall
+    from vaultmem.recall import recall
     from vaultmem.backend import Backend
     from vaultmem.config import resolve
     settings = resolve({"state_dir": str(daemon.state)}, env={})

@@ -126,7 +126,7 @@ def test_gemini_md_imports_are_followed_and_not_taken_for_what_claude_code_loads
     files are notes. A file only a GEMINI.md's chain reaches is said to be imported by that
     GEMINI.md, so Claude Code's hooks still show it (Claude Code never loads it), while the
     inventory asks no topic of it; one a CLAUDE.md also imports stays Claude Code's."""
-    from vaultmem.agent import passed_over
+    from vaultmem.recall import passed_over
     env.write("GEMINI.md", "# Gemini\n\n@./docs/style.md and @./docs/shared.md\n")
     env.write("docs/style.md", "# Style\n\nThe capybara naming rule. See @./deeper.md\n")
     env.write("docs/deeper.md", "# Deeper\n\nThe tapir rule.\n")
@@ -153,7 +153,7 @@ def test_a_gemini_md_that_a_claude_md_imports_is_loaded_by_claude_code_with_its_
     named by the CLAUDE.md (not by a GEMINI.md, which would say only Gemini CLI loads them);
     deeper imports keep their own importer. A second GEMINI.md no CLAUDE.md imports stays
     Gemini CLI's alone."""
-    from vaultmem.agent import passed_over
+    from vaultmem.recall import passed_over
     env.write("CLAUDE.md", "# Project\n\n@GEMINI.md\n")
     env.write("GEMINI.md", "# Shared context\n\nThe axolotl rule. @./docs/style.md\n")
     env.write("docs/style.md", "# Style\n\nThe capybara rule. @./deeper.md\n")

@@ -66,7 +66,7 @@ def test_cursor_rules_and_copilot_instructions_are_notes_read_as_those_tools_wri
     frontmatter error, their description as the summary, their own keys kept; the inventory
     asks no topic of them, and Claude Code's hooks show them (Claude Code never loads them).
     A `.md` note with the same broken line is still said to be malformed."""
-    from vaultmem.agent import passed_over
+    from vaultmem.recall import passed_over
     from vaultmem.inventory import take
     from vaultmem.usage import Usage
     head = "---\ndescription: React component conventions\nglobs: **/*.tsx, src/**/*.ts\nalwaysApply: false\n---\n"
@@ -102,7 +102,7 @@ def test_windsurf_cline_and_legacy_cursor_rules_are_notes_read_as_those_tools_wr
     a folder in another, YAML `paths`) and Cursor's legacy .cursorrules are notes: read without a
     frontmatter error, their keys kept, no topic asked of them by the inventory, and shown by
     the Claude Code and Codex hooks (neither agent loads them). A look-alike path is no note."""
-    from vaultmem.agent import passed_over
+    from vaultmem.recall import passed_over
     from vaultmem.inventory import take
     from vaultmem.usage import Usage
     env.write(".windsurf/rules/python.md", "---\ntrigger: glob\nglobs: *.py\n---\n# Python\n\nThe axolotl typing rule.\n")

@@ -384,7 +384,7 @@ def test_a_projects_memory_in_claude_code_chains_with_its_repository(tmp_path, m
     another project keeps its own chain; [vaults] share_topics joins two vaults."""
     import json
     from conftest import run_cli, write
-    from vaultmem.supersession import claude_slug
+    from vaultmem.agents import claude_slug
     home = tmp_path / "home"
     ledger, webshop, notes = tmp_path / "src/ledger", tmp_path / "src/webshop", tmp_path / "notes"
     slug = claude_slug(str(ledger))
@@ -418,3 +418,17 @@ def test_a_projects_memory_in_claude_code_chains_with_its_repository(tmp_path, m
     inv = json.loads(run_cli("inventory", "--json", *args, "--no-daemon", env=e).stdout)
     assert not [f for f in inv["findings"]["multiple_current"] if "project_freeze" in json.dumps(f)], \
         "the project's two folders hold one current note; another project's note on the topic is its own"
+
+
+def test_claude_codes_project_folder_chains_with_its_vault_for_any_path():
+    """Scopes names a project's folder as Claude Code does (agents.claude_slug, the one place):
+    a character beyond the BMP is two dashes (the folder of a path with an emoji or a rare kanji
+    chained with nothing before), and a path past 200 characters is cut there with a hash added."""
+    from vaultmem.supersession import Scopes
+    rare = "/home/u/𠮷-notes"
+    deep = "/home/u/" + "/".join(["segment"] * 30)
+    scopes = Scopes({"claude": "/home/u/.claude", "rare": rare, "deep": deep, "other": "/home/u/other"}, "claude")
+    assert scopes("claude", "projects/-home-u----notes/memory/a.md") == "rare"
+    folder = deep.replace("/", "-")[:200] + "-1a2b3c"
+    assert scopes("claude", f"projects/{folder}/memory/a.md") == "deep"
+    assert scopes("claude", "projects/-home-u-elsewhere/memory/a.md") == "claude"

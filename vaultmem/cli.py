@@ -654,7 +654,8 @@ def cmd_status(args: argparse.Namespace) -> int:
             continue
         print(f"vault {v['name']}: {v['root']}" + ("" if v.get("found", True) else
               " (directory not found: its notes are kept as last indexed until it is back)"))
-    from .agent import missing_hook, unindexed_homes
+    from .agents import unindexed_homes
+    from .hooks import missing_hook
 
     hints = [] if args.quiet else [*unindexed_homes([v["root"] for v in st["vaults"]]),
                                    missing_hook("claude"), missing_hook("codex"),
@@ -836,27 +837,27 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_hook(args: argparse.Namespace) -> int:
-    from . import agent
+    from . import hooks
 
     if args.action in ("print", "install", "uninstall"):
         exe = _self_command()
-        commands = {a: agent.hook_command(exe, a, args.agent) for a in agent.HOOKS if args.only in (None, a)}
+        commands = {a: hooks.hook_command(exe, a, args.agent) for a in hooks.HOOKS if args.only in (None, a)}
         if args.action == "print":
-            entries = {agent.event(a, args.agent): [agent.hook_entry(a, c, args.agent)] for a, c in commands.items()}
+            entries = {hooks.event(a, args.agent): [hooks.hook_entry(a, c, args.agent)] for a, c in commands.items()}
             print(json.dumps({"hooks": entries}, indent=2))
             return 0
-        target = Path(os.path.expanduser(args.settings)) if args.settings else agent.hooks_file(args.agent)
+        target = Path(os.path.expanduser(args.settings)) if args.settings else hooks.hooks_file(args.agent)
         if args.action == "uninstall":
-            for action, removed in agent.uninstall_hook(target, list(commands), args.agent).items():
+            for action, removed in hooks.uninstall_hook(target, list(commands), args.agent).items():
                 print(f"removed the {action} hook from {target}" if removed else f"the {action} hook is not in {target}")
             return 0
-        added = agent.install_hook(target, commands, args.agent)
+        added = hooks.install_hook(target, commands, args.agent)
         for action, new in added.items():
             print(f"added the {action} hook to {target}" if new else f"the {action} hook is already in {target}")
         if args.agent == "codex" and any(added.values()):
             print("Codex runs a new hook only once you trust it: start codex, open /hooks and trust vaultmem's")
         return 0
-    sys.stdout.write(agent.hook_output(args.action, args.agent, _hook_text(args)))
+    sys.stdout.write(hooks.hook_output(args.action, args.agent, _hook_text(args)))
     return 0
 
 
@@ -868,7 +869,7 @@ HOOK_PATIENCE = 0.2
 def _hook_text(args: argparse.Namespace) -> str:
     """What the session-start or user-prompt-submit hook adds to the session: '' when there is
     nothing to add or anything fails (said on stderr)."""
-    from . import agent
+    from . import recall
 
     event: dict = {}
     if not sys.stdin.isatty():
@@ -881,7 +882,7 @@ def _hook_text(args: argparse.Namespace) -> str:
     text = ""
     try:
         prompt = args.prompt if args.prompt is not None else field("prompt")
-        if args.action == "user-prompt-submit" and not (prompt and agent.prompt_queries(prompt)):
+        if args.action == "user-prompt-submit" and not (prompt and recall.prompt_queries(prompt)):
             return ""  # nothing to search for: no need to wait for an index
         backend = _backend(args, patience=HOOK_PATIENCE)
         backend.quiet = True
@@ -889,10 +890,10 @@ def _hook_text(args: argparse.Namespace) -> str:
         try:
             if args.action == "session-start":
                 cwd = args.cwd or field("cwd") or os.getcwd()
-                text = agent.session_start(backend, backend.settings, os.path.abspath(cwd), args.budget,
+                text = recall.session_start(backend, backend.settings, os.path.abspath(cwd), args.budget,
                                            session_id=session, source=field("source"), agent=args.agent)
             else:
-                text = agent.prompt_context(backend, backend.settings, prompt, session_id=session, budget=args.budget,
+                text = recall.prompt_context(backend, backend.settings, prompt, session_id=session, budget=args.budget,
                                             agent=args.agent, cwd=os.path.abspath(args.cwd or field("cwd") or os.getcwd()))
         finally:
             backend.close()

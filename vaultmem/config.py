@@ -1,7 +1,7 @@
 """Settings, resolved in exactly one place: defaults < config file < environment < flags.
 
 `resolve()` is the only function that reads the config file or the environment (but for
-`claude_home()` and `codex_home()`, which read the agents' own variables); everything else
+agents.py's `claude_home()` and `codex_home()`, which read the agents' own variables); everything else
 receives a frozen `Settings`. Ranking weights and thresholds live here as data, not as literals
 in search code. The documented copy of every default is `config/vaultmem.toml`; a test keeps the two
 equal.
@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .agents import claude_home, codex_home
 from .errors import ConfigError
 
 DEFAULTS: dict[str, Any] = {
@@ -125,25 +126,6 @@ ENV = {
     "VAULTMEM_EMBEDDER_URL": ("embedder", "url"),
     "VAULTMEM_EMBEDDER_MODEL": ("embedder", "model"),
 }
-
-
-def claude_home() -> Path:
-    """Claude Code's own directory: `$CLAUDE_CONFIG_DIR` when set (Claude Code reads its
-    settings, rules and project memory there), else `~/.claude`."""
-    return Path(os.path.expanduser(os.environ.get("CLAUDE_CONFIG_DIR") or "~/.claude"))
-
-
-def codex_home() -> Path:
-    """Codex's own directory: `$CODEX_HOME` when set (Codex reads its config and hooks.json
-    there), else `~/.codex`."""
-    return Path(os.path.expanduser(os.environ.get("CODEX_HOME") or "~/.codex"))
-
-
-def gemini_home() -> Path:
-    """Gemini CLI's own directory: `.gemini` in `$GEMINI_CLI_HOME` when set (Gemini CLI takes
-    that for the home directory it keeps all its state under), else `~/.gemini`. Its
-    settings.json (hooks, context file names) and the GEMINI.md its save_memory appends to."""
-    return Path(os.path.expanduser(os.environ.get("GEMINI_CLI_HOME") or "~")) / ".gemini"
 
 
 @functools.lru_cache(maxsize=8)

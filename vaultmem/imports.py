@@ -17,63 +17,11 @@ from __future__ import annotations
 import os
 import posixpath
 
+from .agents import GEMINI_MD, reads_imports
 from .config import Vault
 from .scan import matches, relpath_in
 
 MAX_DEPTH = 5  # hops, as Claude Code follows them
-INSTRUCTION_FILES = frozenset({"claude.md", "claude.local.md", "agents.md", "memory.md"})  # not facts
-CODEX_OVERRIDE = "AGENTS.override.md"  # Codex reads it in place of the AGENTS.md beside it; Claude Code never
-GEMINI_MD = "GEMINI.md"  # Gemini CLI's context file; its save_memory appends facts to ~/.gemini/GEMINI.md
-
-
-def is_rule(path: str) -> bool:
-    """A rule file of Claude Code's (`.claude/rules/**/*.md`), read like a CLAUDE.md. Like the
-    helpers below, it takes the path as the globs see it (Vault.globbed)."""
-    return path.startswith(".claude/rules/") or "/.claude/rules/" in path
-
-
-# Instructions other agents load themselves: Cursor's project rules and its legacy
-# .cursorrules, Copilot's instructions, Windsurf's rules (.windsurf/rules/, .devin/rules/ since
-# its rename to Devin Desktop, the legacy .windsurfrules, the user's global_rules.md) and
-# Cline's (.clinerules, a file or a folder, and .cline/rules/).
-OTHER_AGENTS_RULE_DIRS = ("/.cursor/rules/", "/.github/instructions/", "/.windsurf/rules/", "/.devin/rules/",
-                          "/.clinerules/", "/.cline/rules/")
-OTHER_AGENTS_RULE_FILES = ("/.github/copilot-instructions.md", "/.cursorrules", "/.windsurfrules", "/.clinerules",
-                           "/.codeium/windsurf/memories/global_rules.md")
-
-
-def is_other_agents_rules(path: str) -> bool:
-    """A file of instructions another agent loads itself, as Claude Code does its rules
-    (OTHER_AGENTS_RULE_DIRS, OTHER_AGENTS_RULE_FILES). Claude Code and Codex load none of them:
-    to their sessions they are notes like any other. Their frontmatter, where they have any, is
-    written for that agent's reader, not for YAML (notes.parse_note)."""
-    rooted = f"/{path}"
-    return any(d in rooted for d in OTHER_AGENTS_RULE_DIRS) or rooted.endswith(OTHER_AGENTS_RULE_FILES)
-
-
-def reads_imports(path: str) -> bool:
-    """Whether an agent follows the imports of the file at `path`: Claude Code those of a
-    CLAUDE.md, a CLAUDE.local.md, an AGENTS.md (read in place of a CLAUDE.md, or through a
-    `CLAUDE.md -> AGENTS.md` link) or a rule file; Gemini CLI those of a GEMINI.md (its memory
-    import processor: `@./docs/style.md`, taken from the file's directory, 5 hops as well). An
-    imported file's own imports are followed too."""
-    return posixpath.basename(path) in ("CLAUDE.md", "CLAUDE.local.md", "AGENTS.md", GEMINI_MD) or is_rule(path)
-
-
-def is_codex_memory(path: str) -> bool:
-    """A file of the memory Codex writes from past threads (`~/.codex/memories/`: its MEMORY.md
-    handbook, memory_summary.md, rollout_summaries/): machine-written, with no frontmatter."""
-    return path.startswith(".codex/memories/") or "/.codex/memories/" in path
-
-
-def loaded_with_claude_md(path: str, imported_by: str | None) -> bool:
-    """Whether Claude Code puts a note into the session itself: an instruction file
-    (CLAUDE.md, CLAUDE.local.md, AGENTS.md, a MEMORY.md index, a rule), or a file one imports
-    (not one only a GEMINI.md's imports reach: `imported` names that GEMINI.md as its importer).
-    Codex's handbook is named MEMORY.md too, and Claude Code never loads it."""
-    if imported_by is not None:
-        return posixpath.basename(imported_by) != GEMINI_MD
-    return not is_codex_memory(path) and (posixpath.basename(path).lower() in INSTRUCTION_FILES or is_rule(path))
 
 
 def locate(vaults: list[Vault], vault: Vault, importer: str, raw: str) -> tuple[Vault, str] | None:

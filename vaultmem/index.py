@@ -29,7 +29,8 @@ import numpy as np
 from .catalog import Catalog, FileState, chunk_id
 from .client import daemon_record
 from .db import no_room
-from .config import Settings, Vault, claude_home, nest
+from .agents import claude_home
+from .config import Settings, Vault, nest
 from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
 from .errors import (DatabaseUnreadable, DiskFullError, EmbedderMismatchError, IndexBusy, IndexDamagedError,
                      IndexMissingError, UsageError, VaultmemError, is_disk_full)

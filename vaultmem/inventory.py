@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from .catalog import AHEAD_SECONDS, written_at, written_how
 from .config import Settings
-from .imports import CODEX_OVERRIDE, GEMINI_MD, is_codex_memory, is_other_agents_rules, loaded_with_claude_md
+from .agents import CODEX_OVERRIDE, GEMINI_MD, is_codex_memory, is_other_agents_rules, loaded_with_claude_md
 from .query import number_field
 from .supersession import path_candidates, topic_key
 

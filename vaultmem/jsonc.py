@@ -4,7 +4,7 @@ its settings.json through strip-json-comments, so its users write them) and in t
 `loads` reads one. `with_member` (and `with_member_at`, one level down) changes one member of such
 a file's text, `appended` adds an element to a list and `without_element` takes one out, each
 leaving every other byte as it was: other members, comments, indentation, lists kept on one
-line. It only edits text; agent.py's hook install and uninstall are what write it, atomically.
+line. It only edits text; hooks.py's hook install and uninstall are what write it, atomically.
 """
 
 from __future__ import annotations

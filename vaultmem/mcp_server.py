@@ -1,7 +1,7 @@
 """`vaultmem mcp`: an MCP server over stdio (the official `mcp` SDK) for agents. A thin client:
 each tool call goes to the daemon over its socket; with no daemon it answers from the index in
 this process, says so in the answer, and closes the index again (so it never holds the writer
-lock a daemon starting later would need). Every answer is bounded (agent.py). When stdin ends,
+lock a daemon starting later would need). Every answer is bounded (recall.py). When stdin ends,
 every request read before is answered before the server exits (answers_before_eof).
 
 Tools: recall, tags, remember, forget (retires; agents never delete files), feedback, inventory,
@@ -24,7 +24,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
-from . import __version__, agent
+from . import __version__
+from .agents import unindexed_homes
+from .recall import recall as bounded_recall
 from .backend import Backend
 from .config import Settings
 from .errors import UsageError, VaultmemError
@@ -125,7 +127,7 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
         """
         if not 1 <= k <= K_MAX:
             raise ToolError(f"`k` must be 1 to {K_MAX}, not {k}")
-        return call(lambda b: agent.recall(b, settings, query, k, tags, kind, history, cwd=os.getcwd()))
+        return call(lambda b: bounded_recall(b, settings, query, k, tags, kind, history, cwd=os.getcwd()))
 
     @tool("List the tags in use", read_only=True)
     def tags(tags: Tags = None, kind: Kind = None) -> dict[str, Any]:
@@ -229,7 +231,7 @@ def build(settings: Settings, socket: str | None = None, explicit_state_dir: boo
             st = b.request({"op": "status"})
             keep = ("vaults", "notes", "current", "chunks", "skipped", "pending", "embedder", "ready", "generation")
             out = {k: st[k] for k in keep if k in st} | {"daemon": b.via_daemon}
-            hints = agent.unindexed_homes([v["root"] for v in st["vaults"]])
+            hints = unindexed_homes([v["root"] for v in st["vaults"]])
             return out | ({"note": "; ".join(hints)} if hints else {})
         return call(run)
 

@@ -20,7 +20,7 @@ import frontmatter
 import yaml
 
 from . import redact
-from .imports import is_other_agents_rules
+from .agents import is_other_agents_rules
 from .text import STOP_WORDS, normalize
 
 

@@ -24,7 +24,8 @@ from typing import Any, Callable, TypeVar
 from . import writing
 from .catalog import written_at
 from .notes import parse_tags
-from .config import Settings, Vault, claude_home
+from .agents import claude_home
+from .config import Settings, Vault
 from .errors import DiskFullError, IndexDamagedError, UsageError, VaultmemError
 from .index import VaultIndex
 from .query import Query, build_query, list_field, number_field, text_field

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import functools
 import posixpath
-import re
 from typing import Callable, NamedTuple
 
+from .agents import CLAUDE_SLUG_MAX, claude_slug
 from .text import normalize
 
 
@@ -58,12 +58,6 @@ def path_candidates(ref: str, from_path: str) -> set[str]:
     return out
 
 
-def claude_slug(path: str) -> str:
-    """The folder Claude Code keeps a project's memory in, under ~/.claude/projects/: the
-    project's path with every character but letters and digits turned into '-'."""
-    return re.sub(r"[^A-Za-z0-9]", "-", path)
-
-
 class Scopes:
     """Which chain scope a note is in: its vault's, but a note of Claude Code's own directory
     under projects/<slug>/ (the memory Claude Code keeps of one project) is in the scope of the
@@ -78,11 +72,13 @@ class Scopes:
             for n in names:
                 self.of_vault[n] = self.of_vault[names[0]]
         self.claude_vault = claude_vault
-        self.by_slug = {claude_slug(root.rstrip("/")): name for name, root in roots.items() if name != claude_vault}
+        # a slug over CLAUDE_SLUG_MAX is cut there, and Claude Code adds a hash: matched by its head
+        self.by_slug = {claude_slug(root.rstrip("/"))[:CLAUDE_SLUG_MAX]: name for name, root in roots.items()
+                        if name != claude_vault}
 
     def __call__(self, vault: str, path: str) -> str:
         if vault == self.claude_vault and path.startswith("projects/"):
-            project = self.by_slug.get(path.split("/", 2)[1])
+            project = self.by_slug.get(path.split("/", 2)[1][:CLAUDE_SLUG_MAX])
             if project is not None:
                 return self.of_vault.get(project, project)
         return self.of_vault.get(vault, vault)

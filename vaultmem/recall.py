@@ -1,13 +1,13 @@
 """What agents read: recall answers, the session-start digest and the notes added to a prompt,
-each within a token budget; and the installation of the hooks that print the last two, for
-Claude Code (its settings.json), Codex (its hooks.json, of the same shape) and Gemini CLI (its
-settings.json, which may hold comments: jsonc.py edits it).
+each within a token budget. The hooks (hooks.py) print the last two; the MCP server and
+`vaultmem recall` give the first.
 
 Agents pay for every token they read, so every answer here has a bound: hits carry the
 matching section of a note (clipped), never the whole file, and entries are dropped from the
 end once the budget is spent. Tokens are estimated without a tokenizer (about four characters
 of ASCII text per token, one per character of anything else, which over-counts English a little
-and is close for Japanese and Korean).
+and is close for Japanese and Korean). A file the agent loads into its session itself
+(agents.py knows which) is left out of what the hooks add.
 
 Everything goes through a Backend (the daemon, or the index in this process); nothing here
 opens an engine itself or writes a note.
@@ -15,7 +15,6 @@ opens an engine itself or writes a note.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import logging
@@ -23,22 +22,18 @@ import os
 import posixpath
 import re
 import time
-import tomllib
 from pathlib import Path
 from typing import Any
 
+from .agents import (CODEX_OVERRIDE, claude_home, claude_project_dir, claude_slug, codex_reads, gemini_context_names,
+                     gemini_home, is_codex_memory, loaded_with_claude_md)
 from .backend import Backend
-from .config import Settings, Vault, claude_home, codex_home, gemini_home
 from .client import STILL_INDEXING, DaemonUnavailable
-from . import jsonc
+from .config import Settings, Vault
 from .errors import VaultmemError
 from .query import phrase_absent
-from .supersession import claude_slug
-from .imports import CODEX_OVERRIDE, GEMINI_MD, is_codex_memory, loaded_with_claude_md
 
 log = logging.getLogger(__name__)
-
-AGENTS = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}  # the agents whose hooks vaultmem serves
 
 
 def estimate_tokens(text: str) -> int:
@@ -164,9 +159,6 @@ def recall(backend: Backend, settings: Settings, query: str, k: int = 5, tags: l
     return answer
 
 
-# ------------------------------------------------------------------ session start
-
-
 def project_of(cwd: str) -> Path:
     """The project a session runs in: the git work tree containing cwd, else cwd."""
     import subprocess  # here: the prompt hook, run on every prompt, never starts git
@@ -193,43 +185,6 @@ def project_words(project: Path) -> str:
         if got.returncode == 0:
             words.extend(line for line in got.stdout.splitlines() if line and line != "HEAD")
     return " ".join(words)
-
-
-def unindexed_homes(roots: list[str]) -> list[str]:
-    """What to tell the user about the agents' own directories that hold memory no vault root in
-    `roots` covers: Claude Code's (~/.claude, or $CLAUDE_CONFIG_DIR: its CLAUDE.md, a project's
-    auto memory, a subagent's memory), Codex's (~/.codex, or $CODEX_HOME: what it writes in
-    memories/ when its memories are on) and Gemini CLI's (~/.gemini: the GEMINI.md its
-    save_memory appends to). Said by `vaultmem status` and the MCP status tool."""
-    said = []
-    for home, patterns, what in (
-            (claude_home(), ("CLAUDE.md", "projects/*/memory/*.md", "agent-memory/*/*.md"),
-             "Claude Code's own memory in {} (CLAUDE.md, projects/*/memory/, agent-memory/)"),
-            (codex_home(), ("memories/MEMORY.md", "memories/memory_summary.md", "memories/rollout_summaries/*.md"),
-             "Codex's own memory in {} (memories/)"),
-            (gemini_home(), ("GEMINI.md",), "Gemini CLI's own memory in {} (GEMINI.md, where save_memory keeps facts)")):
-        try:
-            real = home.resolve()
-            if not any(next(real.glob(pattern), None) for pattern in patterns):
-                continue
-        except OSError:
-            continue
-        if not any(real.is_relative_to(root) for root in roots):
-            said.append(f"{what.format(home)} is in no vault, so it is not searched: add `--vault {home}`")
-    return said
-
-
-CLAUDE_SLUG_MAX = 200  # Claude Code cuts a longer project name here and adds a hash of the path
-
-
-def claude_project_dir(project: Path) -> str:
-    """Where Claude Code keeps a project's own memory, as a glob under its directory:
-    projects/<the project's path with every character but an ASCII letter or digit as ->. A
-    character beyond the BMP is two UTF-16 units there, so two dashes; a name over 200
-    characters is cut and given a hash whose recipe has changed between Claude Code versions,
-    so it is matched by a wildcard."""
-    slug = "".join(c if c.isascii() and c.isalnum() else "--" if ord(c) > 0xFFFF else "-" for c in str(project))
-    return f"projects/{slug[:CLAUDE_SLUG_MAX]}-*" if len(slug) > CLAUDE_SLUG_MAX else f"projects/{slug}"
 
 
 def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | None = None,
@@ -276,9 +231,6 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
     lines, keys = _entries(picked, roots, budget - estimate_tokens(head + "\n" + tail))
     _shown(backend, settings, keys, session_id, reset=source != "resume")
     return head + "\n" + "".join(lines) + tail if lines else ""
-
-
-# ------------------------------------------------------------------ each prompt
 
 
 PROMPT_CHARS = 2000  # of a longer prompt (pasted logs, code), its head and tail are searched
@@ -424,9 +376,6 @@ class SessionNotes:
                 pass
 
 
-# ------------------------------------------------------------------ shared by the hooks
-
-
 def _key(hit: dict) -> str:
     return f"{hit['vault']}:{hit['path']}"
 
@@ -443,7 +392,7 @@ def passed_over(agent: str, hit: dict, roots: dict[str, str]) -> bool:
     root = roots.get(hit["vault"])
     seen_as = Vault(hit["vault"], Path(root)).globbed(hit["path"]) if root else hit["path"]
     if agent == "gemini":  # its context files (GEMINI.md, or the names its settings give) and their imports
-        names = _gemini_context_names(str(gemini_home() / "settings.json"))
+        names = gemini_context_names(str(gemini_home() / "settings.json"))
         importer = hit.get("imported_by")
         return posixpath.basename(seen_as) in names or posixpath.basename(seen_as).lower() == "memory.md" or (
             importer is not None and posixpath.basename(importer) in names)
@@ -457,55 +406,6 @@ def passed_over(agent: str, hit: dict, roots: dict[str, str]) -> bool:
             return name in (CODEX_OVERRIDE, "AGENTS.md")
         return codex_reads(Path(root) / hit["path"])
     return loaded_with_claude_md(seen_as, hit.get("imported_by"))
-
-
-def codex_reads(path: Path) -> bool:
-    """Whether Codex puts the file at `path` into its threads as instructions: in each directory
-    it reads the first non-empty one of AGENTS.override.md, AGENTS.md and the names its config's
-    `project_doc_fallback_filenames` lists (not in its own home, where only the first two count)."""
-    home = os.path.realpath(codex_home())
-    names = (CODEX_OVERRIDE, "AGENTS.md") if os.path.realpath(path.parent) == home else \
-        (CODEX_OVERRIDE, "AGENTS.md", *_codex_fallbacks(os.path.join(home, "config.toml")))
-    if path.name not in names:
-        return False
-    for name in names:
-        try:
-            if (path.parent / name).stat().st_size > 0:
-                return name == path.name
-        except OSError:  # not there
-            continue
-    return False
-
-
-@functools.lru_cache(maxsize=4)
-def _gemini_context_names(settings: str) -> tuple[str, ...]:
-    """The names of Gemini CLI's context files: `context.fileName` of its settings.json (a name
-    or a list), else GEMINI.md. Read once."""
-    try:
-        with open(settings, encoding="utf-8") as f:
-            context = jsonc.loads(f.read()).get("context") or {}
-        names = context.get("fileName") if isinstance(context, dict) else None
-    except FileNotFoundError:
-        names = None
-    except (OSError, ValueError, AttributeError) as err:
-        log.debug("Gemini CLI's %s not read: %s", settings, err)
-        names = None
-    names = [names] if isinstance(names, str) else names if isinstance(names, list) else []
-    return tuple(n for n in names if isinstance(n, str) and n and "/" not in n) or (GEMINI_MD,)
-
-
-@functools.lru_cache(maxsize=4)
-def _codex_fallbacks(config: str) -> tuple[str, ...]:
-    """`project_doc_fallback_filenames` of Codex's config.toml (file names only), read once."""
-    try:
-        with open(config, "rb") as f:
-            names = tomllib.load(f).get("project_doc_fallback_filenames", [])
-    except FileNotFoundError:
-        return ()
-    except (OSError, tomllib.TOMLDecodeError) as err:
-        log.debug("Codex's %s not read: %s", config, err)
-        return ()
-    return tuple(n for n in names if isinstance(n, str) and n and "/" not in n) if isinstance(names, list) else ()
 
 
 def _entries(hits: list[dict], roots: dict[str, str], budget: int, body_chars: int = 400) -> tuple[list[str], list[str]]:
@@ -556,208 +456,3 @@ def _entry(hit: dict, roots: dict[str, str], body_chars: int = 400) -> str:
     if hit.get("elsewhere"):
         meta = ", ".join(x for x in (meta, f"from {hit['elsewhere']}, not this project") if x)
     return f"- **{title}**" + (f" ({meta})" if meta else "") + f" — `{where}`\n  {body}\n"
-
-
-# ------------------------------------------------------------------ installing the hook
-
-
-HOOKS = {"session-start": "SessionStart", "user-prompt-submit": "UserPromptSubmit"}  # vaultmem's name: the event's
-GEMINI_EVENTS = {"session-start": "SessionStart", "user-prompt-submit": "BeforeAgent"}  # Gemini CLI's names
-
-
-def event(action: str, agent: str) -> str:
-    """The name of the event the `agent` runs vaultmem's `action` on."""
-    return (GEMINI_EVENTS if agent == "gemini" else HOOKS)[action]
-
-
-def hooks_file(agent: str) -> Path:
-    """Where the `agent` reads the user's own hooks: Claude Code in settings.json under
-    $CLAUDE_CONFIG_DIR or ~/.claude, Codex in hooks.json under $CODEX_HOME or ~/.codex, Gemini
-    CLI in .gemini/settings.json under $GEMINI_CLI_HOME or ~. All hold {"hooks": {EVENT: [{"matcher": ..., "hooks":
-    [{"type": "command", ...}]}]}}."""
-    if agent == "gemini":
-        return gemini_home() / "settings.json"
-    return codex_home() / "hooks.json" if agent == "codex" else claude_home() / "settings.json"
-
-
-def hook_output(action: str, agent: str, text: str) -> str:
-    """What a hook prints: the text itself for Claude Code and Codex; for Gemini CLI, which
-    reads its hooks' stdout as JSON (and their stderr in its place when stdout is empty), the
-    text as the event's additionalContext, or `{}`."""
-    if agent != "gemini":
-        return text
-    out = {"hookSpecificOutput": {"hookEventName": event(action, agent), "additionalContext": text}} if text else {}
-    return json.dumps(out, ensure_ascii=False)
-
-
-def hook_command(exe: str, action: str, agent: str) -> str:
-    """The command line that runs a hook for the `agent` (`exe`: vaultmem, shell-quoted)."""
-    return f"{exe} hook {action}{_flag(agent)}"
-
-
-def _flag(agent: str) -> str:
-    """The `--agent` of vaultmem's commands for the `agent` (none for Claude Code, the default)."""
-    return f" --agent {agent}" if agent != "claude" else ""
-
-
-def hook_entry(action: str, command: str, agent: str = "claude") -> dict:
-    """The entry that runs `command` on the action's event: the same for Claude Code and Codex
-    (timeout in seconds); Gemini CLI's hooks carry a name and a timeout in milliseconds, and
-    its session start takes no matcher (its lifecycle matchers are exact strings)."""
-    if agent == "gemini":
-        return {"hooks": [{"type": "command", "command": command, "name": f"vaultmem-{action}", "timeout": 10000}]}
-    hook = {"type": "command", "command": command, "timeout": 10}
-    if action == "session-start":
-        return {"matcher": "startup|resume|clear|compact", "hooks": [hook]}
-    return {"hooks": [hook]}  # UserPromptSubmit takes no matcher
-
-
-def install_hook(settings_file: Path, commands: dict[str, str], agent: str = "claude") -> dict[str, bool]:
-    """Add vaultmem's hooks (`commands`: action to command) to the `agent`'s hooks file,
-    changing nothing but what it adds: other keys, the user's own hook entries (one-line ones
-    too), comments and layout stay (a new "hooks" goes last in the file's indentation: Claude
-    Code writes two spaces, a hand-kept file may use four or tabs). Written atomically, through
-    a symlink to its target, and only when a hook was added; returns for each action whether it
-    was (False: there already). A file whose shape is not a hooks file's is refused, untouched."""
-    text, data, lists = _read_hooks(settings_file, list(commands), agent)
-    had_hooks = isinstance(data.get("hooks"), dict)
-    had_events = set(data.get("hooks", {})) if had_hooks else set()
-    hooks = data.setdefault("hooks", {})
-    added: dict[str, bool] = {}
-    edits = []
-    for action, command in commands.items():
-        name = event(action, agent)
-        entries = hooks.setdefault(name, lists[action])
-        added[action] = not _has_ours(entries, action)
-        if added[action]:
-            entry = hook_entry(action, command, agent)
-            entries.append(entry)
-            if had_hooks:  # only the new entry is written: every byte of the user's stays
-                edits.append(lambda t, n=name, e=entry: jsonc.appended(t, ("hooks", n), e) if n in had_events
-                             else jsonc.with_member_at(t, ("hooks",), n, [e]))
-    if any(added.values()):
-        new = text
-        for edit in edits if had_hooks else [lambda t: jsonc.with_member(t, "hooks", data["hooks"])]:
-            new = _edited(settings_file, new, edit, agent)
-        _write_settings(settings_file, new, data, agent)
-    return added
-
-
-def uninstall_hook(settings_file: Path, actions: list[str], agent: str = "claude") -> dict[str, bool]:
-    """Take vaultmem's hooks for `actions` out of the `agent`'s hooks file, and nothing else:
-    another command in the same entry stays, an entry or event list left empty goes, and so
-    does a "hooks" left empty (so install then uninstall gives the file back as it was).
-    Returns for each action whether it was there."""
-    text, data, lists = _read_hooks(settings_file, actions, agent)
-    removed: dict[str, bool] = {}
-    new = text
-    for action in actions:
-        name = event(action, agent)
-        entries = lists[action]
-        removed[action] = _has_ours(entries, action)
-        if not removed[action]:
-            continue
-        for i in reversed(range(len(entries))):  # from the end: the indexes of the rest hold
-            inner = entries[i].get("hooks", [])
-            ours = [j for j, h in enumerate(inner) if _is_ours(h, action)]
-            if not ours:
-                continue
-            if len(ours) == len(inner):
-                new = _edited(settings_file, new, lambda t, i=i: jsonc.without_element(t, ("hooks", name), i), agent)
-                del entries[i]
-            else:
-                for j in reversed(ours):
-                    new = _edited(settings_file, new,
-                                  lambda t, i=i, j=j: jsonc.without_element(t, ("hooks", name, i, "hooks"), j), agent)
-                entries[i]["hooks"] = [h for h in inner if not _is_ours(h, action)]
-        if not entries:
-            del data["hooks"][name]
-            new = _edited(settings_file, new, lambda t: jsonc.with_member_at(t, ("hooks",), name), agent)
-    if any(removed.values()):
-        if not data["hooks"]:
-            del data["hooks"]
-            new = _edited(settings_file, new, lambda t: jsonc.with_member(t, "hooks"), agent)
-        _write_settings(settings_file, new, data, agent)
-    return removed
-
-
-def missing_hook(agent: str = "claude") -> str | None:
-    """What to tell the user when the `agent`'s user hooks file runs some of vaultmem's hooks
-    but not all (one installed before the other existed); else None. Said by `vaultmem status`."""
-    from .errors import UsageError
-
-    settings_file = hooks_file(agent)
-    try:
-        _, _, lists = _read_hooks(settings_file, list(HOOKS), agent)
-    except (UsageError, OSError):  # not for status to judge: install says what is wrong
-        return None
-    there = [a for a in HOOKS if _has_ours(lists[a], a)]
-    missing = [a for a in HOOKS if a not in there]
-    if not there or not missing:
-        return None
-    return (f"{AGENTS[agent]} runs vaultmem's {', '.join(there)} hook but not its {', '.join(missing)} hook "
-            f"({settings_file}): `vaultmem hook install{_flag(agent)}` adds it")
-
-
-def _is_ours(hook: dict, action: str) -> bool:
-    """Whether a hook runs vaultmem's `action` (`hook_command`, as any release wrote it)."""
-    return re.search(rf"\bhook {action}( --agent \w+)?$", str(hook.get("command", ""))) is not None
-
-
-def _has_ours(entries: list[dict], action: str) -> bool:
-    return any(_is_ours(h, action) for e in entries for h in e.get("hooks", []))
-
-
-def _read_hooks(settings_file: Path, actions: list[str], agent: str = "claude") -> tuple[str, dict, dict[str, list]]:
-    """A settings file's text, its data, and for each action the list of entries of its event
-    (a new empty list when there is none). A file that is no JSON object of hook lists is
-    refused, untouched."""
-    from .errors import UsageError
-
-    data: Any = {}
-    text = ""
-    if settings_file.exists():
-        try:
-            text = settings_file.read_text(encoding="utf-8")
-            data = jsonc.loads(text) if text.strip() else {}
-        except (ValueError, UnicodeDecodeError) as err:
-            raise UsageError(f"{settings_file} is not valid JSON ({err}); fix it or edit the hooks by hand") from None
-    hooks = data.get("hooks", {}) if isinstance(data, dict) else None
-    lists: dict[str, list] = {}
-    for action in actions:
-        name = event(action, agent)
-        entries = hooks.get(name, []) if isinstance(hooks, dict) else None
-        if not isinstance(entries, list) or not all(
-                isinstance(e, dict) and isinstance(e.get("hooks", []), list) and all(isinstance(h, dict) for h in e.get("hooks", []))
-                for e in entries):
-            where = "the file" if hooks is None else "\"hooks\"" if entries is None else f"\"hooks\".\"{name}\""
-            raise UsageError(f"{settings_file}: {where} is not shaped as {AGENTS[agent]}'s settings are (an object "
-                             f"of hook lists); fix it or edit the hooks by hand (`vaultmem hook print{_flag(agent)}` "
-                             "shows them)")
-        lists[action] = entries
-    return text, data, lists
-
-
-def _edited(settings_file: Path, text: str, edit, agent: str) -> str:
-    """`edit(text)`, or a UsageError when it would lose a comment of the user's."""
-    from .errors import UsageError
-
-    try:
-        return edit(text)
-    except jsonc.Unsafe as err:
-        raise UsageError(f"{settings_file}: {err}, which vaultmem will not drop; edit the hooks by hand "
-                         f"(`vaultmem hook print{_flag(agent)}` shows them)") from None
-
-
-def _write_settings(settings_file: Path, new: str, data: dict, agent: str) -> None:
-    """Write the edited text `new` over the settings file, atomically, when it reads back as
-    `data` (what the edit meant): never a file that does not."""
-    from .errors import UsageError
-    from .writing import replace_file
-
-    if jsonc.loads(new) != data:
-        raise UsageError(f"{settings_file}: vaultmem could not change its hooks alone; edit them by hand "
-                         f"(`vaultmem hook print{_flag(agent)}` shows them)")
-    replace_file(settings_file, new)
-
-
