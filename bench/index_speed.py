@@ -54,7 +54,7 @@ def main() -> None:
         with VaultIndex(settings, writable=True) as idx:
             idx._embedder = emb  # the same warm model, so the comparison is fair
             t = time.perf_counter()
-            idx.vectors  # and the vector engine open, as the model is loaded: once per process
+            _ = idx.vectors  # and the vector engine open, as the model is loaded: once per process
             print(f"open LanceDB   : {time.perf_counter() - t:.2f}s (import and table; once per process, not in the ratio)")
             t = time.perf_counter()
             report = idx.sync([vault])

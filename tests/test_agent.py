@@ -84,6 +84,7 @@ def test_mcp_remember_then_recall_through_a_real_daemon(daemon):
     assert bad.is_error
 
 
+@pytest.mark.slow
 def test_mcp_without_a_daemon_answers_in_process_and_says_so(tmp_path):
     vault = tmp_path / "vault"
     (vault / "memory").mkdir(parents=True)
@@ -123,6 +124,7 @@ def test_mcp_without_a_daemon_answers_in_process_and_says_so(tmp_path):
         assert not any(line.startswith(" ") for line in t.description.splitlines()), t.name
 
 
+@pytest.mark.slow
 def test_mcp_remember_names_its_vault_when_several_could_take_the_note(tmp_path):
     """The agent's working directory (this repository) is in neither vault: remember cannot
     guess, says which vaults there are, and writes where the agent names."""
@@ -158,6 +160,7 @@ def test_mcp_remember_names_its_vault_when_several_could_take_the_note(tmp_path)
     assert sorted(p.name for p in (vaults["home"] / "memory").iterdir()) == ["a.md"], "nothing written elsewhere"
 
 
+@pytest.mark.slow
 def test_mcp_answers_every_request_read_before_its_input_ended(tmp_path):
     """`printf '...' | vaultmem mcp`: the input ends long before an in-process recall is done
     (the model loads first). The SDK alone cancelled it and answered only `initialize`."""
@@ -248,6 +251,7 @@ def test_session_start_shows_claude_codes_memory_for_the_project(tmp_path, vault
     assert "other.md" not in r.stdout
 
 
+@pytest.mark.slow
 def test_notes_shown_at_session_start_count_as_retrieved(tmp_path):
     state = tmp_path / "state"
     assert run_cli("index", "--vault", f"example={EXAMPLE}", "--state-dir", str(state)).returncode == 0
@@ -275,6 +279,7 @@ class _AnsweredOnce:
         return json.loads(self.answers[key])
 
 
+@pytest.mark.slow
 def test_session_start_digest_fits_every_budget(tmp_path, monkeypatch):
     """Whatever the budget and however long the project's name and path (the heading names the
     project, the entries name files by their full path), the digest is never over it: budget
@@ -332,6 +337,7 @@ def test_recall_answers_fit_their_budget_as_sent(example_state):
     assert counts[100] >= 1 and counts[1997] > counts[401] > 1  # the budget is used, not just respected
 
 
+@pytest.mark.slow
 def test_session_start_budget_is_a_hard_bound(example_state):
     for budget in (120, 300, 600):
         r = hook(example_state, "--cwd", str(EXAMPLE), "--budget", str(budget))
@@ -467,6 +473,7 @@ def test_status_says_when_only_some_of_the_hooks_are_installed(example_state, tm
     assert "hook" not in status().stdout
 
 
+@pytest.mark.slow
 def test_codex_runs_the_installed_hooks_and_is_shown_what_it_does_not_load_itself(example_state, tmp_path):
     """Codex reads hooks of Claude Code's shape from hooks.json in $CODEX_HOME and runs each
     command through `$SHELL -lc` with its event's JSON on stdin. It loads AGENTS.md itself but
@@ -513,6 +520,7 @@ def test_codex_runs_the_installed_hooks_and_is_shown_what_it_does_not_load_itsel
     assert r.stdout.count("removed") == 2 and json.loads(hooks_json.read_text()) == {}, r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_gemini_cli_runs_the_installed_hooks_and_reads_what_they_add_as_json(example_state, tmp_path):
     """Gemini CLI reads hooks from ~/.gemini/settings.json (SessionStart, and BeforeAgent for
     each prompt), each with a name and a timeout in milliseconds, and reads a hook's stdout as
@@ -702,6 +710,7 @@ def prompt_hook(state: Path, prompt: str, *args, session: str | None = None, raw
                    input=raw if raw is not None else json.dumps(event))
 
 
+@pytest.mark.slow
 def test_prompt_hook_adds_the_current_note_a_prompt_bears_on_and_nothing_otherwise(example_state, tmp_path):
     r = prompt_hook(example_state, "What must I check before I deploy to production?")
     assert r.returncode == 0, r.stderr
@@ -724,6 +733,7 @@ def test_prompt_hook_adds_the_current_note_a_prompt_bears_on_and_nothing_otherwi
     assert prompt_hook(example_state, ask, "--budget", "80").stdout == "", "no entry fits: nothing, not half of one"
 
 
+@pytest.mark.slow
 def test_prompt_hook_shows_a_note_once_per_session_and_again_after_compaction(tmp_path):
     state = tmp_path / "state"
     assert run_cli("index", "--vault", f"example={EXAMPLE}", "--state-dir", str(state)).returncode == 0
@@ -764,6 +774,7 @@ def test_a_sessions_record_goes_two_days_after_it_was_last_written(example_state
     assert not old.path.exists() and recent.load() == {"example:memory/b.md"}
 
 
+@pytest.mark.slow
 def test_prompt_hook_passes_over_the_files_claude_code_loads_to_the_note_below_them(tmp_path):
     """Instruction files that match a prompt best are in the session already; the memory note
     that ranks under three of them is the one to show."""
@@ -782,6 +793,7 @@ def test_prompt_hook_passes_over_the_files_claude_code_loads_to_the_note_below_t
     assert "CLAUDE.md" not in out and "AGENTS.md" not in out and "rules" not in out
 
 
+@pytest.mark.slow
 def test_codexs_memory_is_shown_to_each_agent_but_what_it_loads_itself(tmp_path):
     """Codex's MEMORY.md is a handbook it searches, not an index like Claude Code's: both agents
     are shown it. Its memory_summary.md, and an AGENTS.override.md (read in place of AGENTS.md),
@@ -839,6 +851,7 @@ def test_codex_is_not_shown_the_one_instruction_file_a_directory_it_reads_itself
     assert passed_over("claude", {"vault": "v", "path": "solo/CLAUDE.md"}, roots)
 
 
+@pytest.mark.slow
 def test_prompt_hook_finds_the_question_around_a_pasted_log(example_state):
     """A prompt of 75,000 characters: a question before or after a pasted log. The question is
     searched on its own line, not only drowned in the log."""
@@ -934,6 +947,7 @@ def test_relevance_lets_recall_and_the_cli_say_that_nothing_is_relevant(daemon):
     assert on["hits"][0]["file"].endswith("cache.md") and on["hits"][0]["relevance"] >= 0.015, on
 
 
+@pytest.mark.slow
 def test_mcp_tools_are_written_for_a_model(tmp_path):
     """Parameter schemas carry descriptions and bounds, and the tool checks them (k=0 gave 5
     hits, k=500 gave 13); errors name the tool's parameters (`vault`, not --vault) with no link
@@ -971,6 +985,7 @@ def test_mcp_tools_are_written_for_a_model(tmp_path):
         assert "section" in h and ("snippet" not in h or h["snippet"].replace("**", "").strip("… ") not in h["section"])
 
 
+@pytest.mark.slow
 def test_hooks_and_recall_prefer_the_sessions_own_project(tmp_path):
     """In a `ledger` session, "How do I run the integration tests against postgres?" got only the
     webshop project's note. The session's own project comes first; another project's note only

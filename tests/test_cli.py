@@ -120,6 +120,7 @@ def test_nothing_found_exits_1(indexed):
     assert r.returncode == 1 and r.stdout == ""
 
 
+@pytest.mark.slow
 def test_quiet_prints_results_and_errors_only(tmp_path):
     vault, state = tmp_path / "vault", tmp_path / "state"
     write(vault, "memory/ok.md", note("ok", "the okapi note\n"))
@@ -268,6 +269,7 @@ def test_help_teaches(tmp_path):
         assert not wide, (command, wide)  # descriptions wrapped; indented examples kept as written
 
 
+@pytest.mark.slow
 def test_the_readmes_quick_start_runs_as_printed(tmp_path):
     """Every line of the README's "use it on your own notes" block, as printed, in a fresh home
     with Claude Code's memory and one project (no daemon): each exits 0. The `remember` line
@@ -319,6 +321,7 @@ def test_an_empty_query_is_no_query_whether_given_as_nothing_or_as_empty_text(tm
     assert r.returncode == 0 and "memory/a.md" in r.stdout
 
 
+@pytest.mark.slow
 def test_a_hit_of_a_vault_moved_away_says_so(tmp_path):
     """A vault's directory moved aside: its notes stay findable as last indexed; each hit said
     "file changed since indexed" instead of that the vault is not there."""

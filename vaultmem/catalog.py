@@ -244,12 +244,9 @@ class Catalog:
                     [(chunk_id(note.key, c.ord), note.key, c.ord, c.heading, c.line_start, c.line_end, c.text, h)
                      for c, h in zip(note.chunks, hashes)],
                 )
-            for key, vault, path, size, mtime_ns, digest, reason in skipped:
-                self.db.execute(
-                    "INSERT INTO notes (key, vault, path, size, mtime_ns, hash, status, reason, indexed_at)"
-                    " VALUES (?,?,?,?,?,?,'skipped',?,?)",
-                    (key, vault, path, size, mtime_ns, digest, reason, now),
-                )
+            self.db.executemany(
+                "INSERT INTO notes (key, vault, path, size, mtime_ns, hash, status, reason, indexed_at)"
+                " VALUES (?,?,?,?,?,?,'skipped',?,?)", [(*row, now) for row in skipped])
             self.db.executemany("UPDATE notes SET size=?, mtime_ns=? WHERE key=?",
                                 [(size, mtime_ns, key) for key, size, mtime_ns in touched])
             self.db.executemany("DELETE FROM pending WHERE key=?", [(k,) for k in done])
@@ -298,12 +295,12 @@ class Catalog:
             wanted = set(topics or ())
             for f, _ in list(facts.values()):
                 for ref in f.supersedes:
-                    wanted.add((self.scope(f.vault, f.path), topic_key(ref)))
+                    wanted.add((self.scope(f.vault, f.path), topic_key(ref) or ""))
                     for cand in path_candidates(ref, f.path):
                         facts.update(self._facts("AND vault=? AND path=?", (f.vault, cand)))
             for f, _ in list(facts.values()):  # every note in play brings its whole chain
                 if f.topic:
-                    wanted.add((self.scope(f.vault, f.path), topic_key(f.topic)))
+                    wanted.add((self.scope(f.vault, f.path), topic_key(f.topic) or ""))
             for scope, tk in wanted:
                 if tk:  # a chain may span vaults: its topic's notes anywhere, those of the scope kept
                     facts.update({k: v for k, v in self._facts("AND topic_key=?", (tk,)).items()

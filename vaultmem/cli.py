@@ -22,7 +22,8 @@ import sys
 import textwrap
 import traceback
 from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
 from . import __version__
 from .errors import DiskFullError, IndexBusy, IndexDamagedError, UsageError, VaultmemError, is_disk_full
@@ -132,7 +133,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(name: str, **kwargs) -> argparse.ArgumentParser:
-        return sub.add_parser(name, **kwargs) if command in (None, name) else _Unbuilt()
+        return sub.add_parser(name, **kwargs) if command in (None, name) else cast(argparse.ArgumentParser, _Unbuilt())
 
     p = add("index", help="index vaults in this process (incremental: only changed files are read)",
             description="Build or update the index of one or more vaults. Unchanged files cost "
@@ -560,7 +561,7 @@ def _run_batch(path: str, opts: dict, backend) -> int:
     return 0
 
 
-def _print_hits(hits: list[dict], took_ms: float, unknown: list[str] = (), quiet: bool = False,
+def _print_hits(hits: list[dict], took_ms: float, unknown: Sequence[str] = (), quiet: bool = False,
                 listed: bool = False) -> None:
     """Hits for a reader; `listed`: a listing by filters (newest first), whose scores are all 0
     and say nothing."""
@@ -881,7 +882,7 @@ def _hook_text(args: argparse.Namespace) -> str:
     field = {k: v for k, v in event.items() if isinstance(v, str)}.get  # a field of the wrong type is no field
     text = ""
     try:
-        prompt = args.prompt if args.prompt is not None else field("prompt")
+        prompt = args.prompt if args.prompt is not None else field("prompt", "")
         if args.action == "user-prompt-submit" and not (prompt and recall.prompt_queries(prompt)):
             return ""  # nothing to search for: no need to wait for an index
         backend = _backend(args, patience=HOOK_PATIENCE)
@@ -959,9 +960,8 @@ def _unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, 
     (`query deploy --hisotry`: did you mean --history?)."""
     import difflib
 
-    command = next((a for a in parser._subparsers._group_actions[0].choices.items() if a[0] == args.command), None) \
-        if args.command and parser._subparsers else None
-    target = command[1] if command else parser
+    commands = [a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    target = (commands[0].get(args.command) if commands and args.command else None) or parser
     options = [o for action in target._actions for o in action.option_strings]
     hints = []
     for word in extra:

@@ -66,7 +66,7 @@ def socket_path(flag: str | None = None, configured: str = "", state_dir: str | 
     default_socket_path()."""
     chosen = flag or os.environ.get("VAULTMEM_SOCKET") or configured
     if not chosen and state_dir is not None:
-        chosen = (daemon_record(state_dir) or {}).get("socket")
+        chosen = str((daemon_record(state_dir) or {}).get("socket") or "")
     return os.path.expanduser(chosen or default_socket_path())
 
 

@@ -387,7 +387,7 @@ def resolve(flags: dict[str, Any] | None = None, env: dict[str, str] | None = No
     `more_vaults` (the same, added to the config's: the daemon's --vault), `debug`, and per-section
     overrides as {"search": {...}, "embedder": {...}, "index": {...}, "daemon": {...}}."""
     flags = dict(flags or {})
-    env = os.environ if env is None else env
+    env = dict(os.environ) if env is None else env
     data = copy.deepcopy(DEFAULTS)
 
     config_file: Path | None = None

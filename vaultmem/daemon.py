@@ -53,6 +53,7 @@ class _Context(ops.Context):
     def __init__(self, daemon: "Daemon"):
         self.daemon = daemon
         self.settings = daemon.settings
+        assert daemon.usage is not None, "made when the daemon starts"
         self.usage = daemon.usage
 
     def read(self, fn):
@@ -62,7 +63,7 @@ class _Context(ops.Context):
 
     def incomplete(self) -> str | None:
         d = self.daemon
-        if d.rebuilding:
+        if d.reader_rebuilding:
             return REBUILDING
         return STILL_INDEXING if not d.ready else None
 
@@ -93,11 +94,11 @@ class _Context(ops.Context):
         })
 
     def sync(self, rebuild: bool) -> dict:
-        d = self.daemon
-        assert d.writer is not None
+        d, writer = self.daemon, self.daemon.the_writer()
         if not rebuild:
-            work = d.writer.enqueue(Work("reconcile", reason="requested", done=threading.Event()))
-            work.done.wait()
+            done = threading.Event()
+            work = writer.enqueue(Work("reconcile", reason="requested", done=done))
+            done.wait()
             if "summary" not in work.result:
                 raise VaultmemError("the reconcile failed; see the daemon's log")
             return work.result
@@ -107,7 +108,7 @@ class _Context(ops.Context):
             try:
                 idx.rebuild()
                 d._refresh()  # the reader sees the empty index, and every answer says why
-                return d.writer.read_all().__dict__
+                return writer.read_all().__dict__
             finally:
                 d.rebuilding = False
         return self.write(run)
@@ -152,6 +153,10 @@ class Daemon:
         self.generation = 0
         self.ready = False
         self.rebuilding = False  # `index --rebuild` runs: answers miss the notes not read again yet
+        # the reader was last refreshed while a rebuild ran: set with the reader, under the read
+        # lock, so that an answer read from a half-rebuilt index always says so (`rebuilding`
+        # turns False a moment before the reader sees the finished index)
+        self.reader_rebuilding = False
         self.started = time.time()
         self.vaults: dict[str, Vault] = {}
         self.writer: Writer | None = None
@@ -163,6 +168,10 @@ class Daemon:
         self.searcher: Searcher | None = None
         self.scheduler: BackgroundScheduler | None = None
         self._writer_resets = 0  # the writer's count of engines made anew, as the reader last opened them
+
+    def the_writer(self) -> Writer:
+        assert self.writer is not None, "the writer is made when the daemon starts"
+        return self.writer
 
     # -------------------------------------------------------------- life cycle
 
@@ -239,9 +248,9 @@ class Daemon:
         self.usage = Usage(self.settings.state_dir)
         self.searcher = Searcher(self.reader, self.usage)
         self.ctx = _Context(self)
-        self.watches = Watches(self.settings, self.vaults, on_path=lambda vault, rel: self.writer.path(vault, rel),
-                               on_reconcile=lambda reason: self.writer.reconcile(reason),
-                               imported=lambda vault: self.writer.imported_of(vault))
+        self.watches = Watches(self.settings, self.vaults, on_path=lambda vault, rel: self.the_writer().path(vault, rel),
+                               on_reconcile=lambda reason: self.the_writer().reconcile(reason),
+                               imported=lambda vault: self.the_writer().imported_of(vault))
         self.writer = Writer(self.settings, index, self.vaults, self.watches, self.usage, refresh=self._refresh,
                              ready=lambda: self.ready)
         self.server = SocketServer(self.settings, self.socket_path, self.handle_line)
@@ -257,8 +266,9 @@ class Daemon:
         self.watches.start()
         # the start-up reconcile runs on the writer thread, after the watch is up, so no edit
         # falls between the scan and the watch
-        work = self.writer.enqueue(Work("reconcile", reason="start-up", done=threading.Event()))
-        while not work.done.wait(0.5):
+        done = threading.Event()
+        work = self.writer.enqueue(Work("reconcile", reason="start-up", done=done))
+        while not done.wait(0.5):
             if self.stop_event.is_set():
                 return
         self.ready = True
@@ -326,7 +336,9 @@ class Daemon:
         if last is not None and time.time() - last < self.settings.inventory.every_days * 86400:
             return
         try:
-            report = self.ctx.read(lambda idx, _: inventory.take(idx, self.usage, self.settings))
+            ctx, usage = self.ctx, self.usage
+            assert ctx is not None and usage is not None, "the daemon has started"
+            report = ctx.read(lambda idx, _: inventory.take(idx, usage, self.settings))
             path = inventory.save(report, self.settings.state_dir)
         except Exception:
             log.exception("the scheduled inventory failed")
@@ -372,6 +384,7 @@ class Daemon:
                 self.searcher = Searcher(self.reader, self.usage)
             else:
                 self.reader.refresh()
+            self.reader_rebuilding = self.rebuilding
             self.generation += 1
 
     # -------------------------------------------------------------- requests
@@ -397,7 +410,7 @@ class Daemon:
             out = handler(req)
         except VaultmemError as err:
             if isinstance(err, IndexDamagedError):  # the next reconcile's check finds it and makes it again
-                self.writer.reconcile("a query found the index unreadable")
+                self.the_writer().reconcile("a query found the index unreadable")
             return {"ok": False, "code": type(err).__name__, "error": str(err)}
         except Exception as err:  # a request must never take the daemon down
             log.exception("request %r failed", op)
@@ -418,8 +431,9 @@ class Daemon:
         own = getattr(self, f"op_{op}", None)
         if own is not None:
             return own
-        if op in ops.OPS:
-            return lambda req: ops.OPS[op](self.ctx, req)
+        ctx = self.ctx
+        if op in ops.OPS and ctx is not None:
+            return lambda req: ops.OPS[op](ctx, req)
         return None
 
     def op_ping(self, req: dict) -> dict:

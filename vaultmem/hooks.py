@@ -121,16 +121,16 @@ def uninstall_hook(settings_file: Path, actions: list[str], agent: str = "claude
             if not ours:
                 continue
             if len(ours) == len(inner):
-                new = _edited(settings_file, new, lambda t, i=i: jsonc.without_element(t, ("hooks", name), i), agent)
+                new = _edited(settings_file, new, lambda t, i=i, name=name: jsonc.without_element(t, ("hooks", name), i), agent)
                 del entries[i]
             else:
                 for j in reversed(ours):
                     new = _edited(settings_file, new,
-                                  lambda t, i=i, j=j: jsonc.without_element(t, ("hooks", name, i, "hooks"), j), agent)
+                                  lambda t, i=i, j=j, name=name: jsonc.without_element(t, ("hooks", name, i, "hooks"), j), agent)
                 entries[i]["hooks"] = [h for h in inner if not _is_ours(h, action)]
         if not entries:
             del data["hooks"][name]
-            new = _edited(settings_file, new, lambda t: jsonc.with_member_at(t, ("hooks",), name), agent)
+            new = _edited(settings_file, new, lambda t, name=name: jsonc.with_member_at(t, ("hooks",), name), agent)
     if any(removed.values()):
         if not data["hooks"]:
             del data["hooks"]

@@ -38,7 +38,7 @@ def locate(vaults: list[Vault], vault: Vault, importer: str, raw: str) -> tuple[
         return None
     full = os.path.normpath(os.path.join(str(vault.root), posixpath.dirname(importer), full))
     for path in dict.fromkeys((full, os.path.realpath(full))):  # a home reached through a symlink
-        held = [(v, rel) for v in vaults if (rel := relpath_in(v, path)) not in (None, ".")]
+        held = [(v, r) for v in vaults if (r := relpath_in(v, path)) is not None and r != "."]
         if held:
             owner, rel = max(held, key=lambda h: len(h[0].root.parts))
             return (owner, rel) if owner.owns(rel) else None
@@ -70,13 +70,15 @@ def imported(vaults: list[Vault], imports: dict[str, dict[str, tuple[str, ...]]]
     geminis = [r for r in readers if posixpath.basename(r[1]) == GEMINI_MD]
     seen = set(readers) - set(geminis)
     out: dict[str, dict[str, str]] = {}
-    for frontier, gemini_chains in (([(r, None) for r in readers if r not in geminis], False),
-                                    ([(r, r) for r in geminis], True)):
+    Frontier = list[tuple[tuple[str, str], tuple[str, str] | None]]
+    claude: Frontier = [(r, None) for r in readers if r not in geminis]
+    gemini: Frontier = [(r, r) for r in geminis]
+    for frontier, gemini_chains in ((claude, False), (gemini, True)):
         # (importer, the note to name as its imports' importer, or None to name the importer)
         if gemini_chains:
             seen.update(geminis)
         for _ in range(MAX_DEPTH):
-            following: list[tuple[tuple[str, str], tuple[str, str] | None]] = []
+            following: Frontier = []
             for (name, importer), label in frontier:
                 for raw in imports.get(name, {}).get(importer, ()):
                     found = locate(vaults, by_name[name], importer, raw)

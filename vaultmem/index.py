@@ -178,6 +178,7 @@ class VaultIndex:
         """The catalog; a writer that finds it damaged on disk (SQLite: "file is not a database")
         moves it aside and starts a new one, which rebuilds the index from the notes: the
         catalog is derived from them. Failing instead, the daemon could never start again."""
+        why: str | None
         try:
             catalog = Catalog(path, writer=self.writable)
         except DatabaseUnreadable as err:
@@ -308,7 +309,7 @@ class VaultIndex:
         if have is None:
             if not (self.state_dir / "lance").is_dir() or settings is not None:
                 return
-            self.vectors  # raises on a table of another embedder
+            _ = self.vectors  # raises on a table of another embedder
             if self.writable:
                 self._wrote_vectors()
             return
@@ -669,7 +670,7 @@ class VaultIndex:
             new = writing.set_frontmatter_key(data, "superseded_by", row["want"])
             if new is None:
                 why = "its frontmatter is not plain YAML at the top of the file, or it is not UTF-8"
-            if why:
+            if why or new is None:
                 self._unmarkable[row["key"]] = row["hash"]
                 log.warning("mark_superseded: leaving %s as it is: %s", path, why)
                 continue
@@ -719,7 +720,7 @@ class VaultIndex:
                 same.append((s.key, s.size, s.mtime_ns))  # same bytes, new mtime
                 report.unchanged += 1
                 continue
-            if data is not None:
+            if data is not None and digest is not None:
                 try:
                     note = parse_note(s.vault, s.path, data, chunk_chars=cfg.chunk_chars,
                                       preview_chars=cfg.preview_chars)
@@ -739,6 +740,7 @@ class VaultIndex:
                     else:
                         report.updated += 1
                     continue
+            reason = reason or "unreadable"
             log.warning("skipping %s: %s", s.abspath, reason)
             report.problems[s.key] = reason
             report.skipped += 1

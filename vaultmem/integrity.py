@@ -155,7 +155,7 @@ def engine_problems(idx: "VaultIndex", sample: int = SAMPLE_CHUNKS, parts: tuple
             continue  # the files are as this index last wrote them
         try:
             e = engine()
-            have = e.num_docs() if name == "fulltext" else e.count()
+            have = e.count()
             if not pending and have != want:
                 out[name] = f"holds {have:,} chunks where the catalog lists {want:,}"
                 continue

@@ -129,7 +129,7 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
 
 def _claude_typed(meta: dict) -> bool:
     """Claude Code's own memory notes classify by `type` and never carry tags."""
-    nested = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+    nested: dict = meta["metadata"] if isinstance(meta.get("metadata"), dict) else {}
     return bool(meta.get("type") or nested.get("type"))
 
 

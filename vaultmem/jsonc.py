@@ -19,6 +19,13 @@ _TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|//[^\n]*|/\*.*?\*/', re.S)
 _WS = re.compile(r"\s*")
 
 
+def _skip(bare: str, i: int) -> int:
+    """Where the white space that starts at `i` ends."""
+    space = _WS.match(bare, i)
+    assert space is not None  # \s* matches everywhere
+    return space.end()
+
+
 class Unsafe(ValueError):
     """The change cannot be made without losing a comment of the file."""
 
@@ -101,53 +108,53 @@ def _members(bare: str, at: int = 0) -> tuple[int, int, list[tuple[str, int, int
     the key starts and where its value starts and ends; the object begins at or after `at`.
     `bare` holds no comments."""
     decode = json.JSONDecoder().raw_decode
-    i = _WS.match(bare, at).end()
+    i = _skip(bare, at)
     if bare[i:i + 1] != "{":
         raise ValueError("not a JSON object")
     opening = i
-    i = _WS.match(bare, i + 1).end()
+    i = _skip(bare, i + 1)
     members: list[tuple[str, int, int, int]] = []
     if bare[i:i + 1] == "}":
         return opening, i, members
     while True:
         start = i
         key, i = decode(bare, i)
-        i = _WS.match(bare, i).end()
+        i = _skip(bare, i)
         if not isinstance(key, str) or bare[i:i + 1] != ":":
             raise ValueError(f"no member at offset {start}")
-        vstart = _WS.match(bare, i + 1).end()
+        vstart = _skip(bare, i + 1)
         _, vend = decode(bare, vstart)
         members.append((key, start, vstart, vend))
-        i = _WS.match(bare, vend).end()
+        i = _skip(bare, vend)
         if bare[i:i + 1] == "}":
             return opening, i, members
         if bare[i:i + 1] != ",":
             raise ValueError(f"no comma at offset {i}")
-        i = _WS.match(bare, i + 1).end()
+        i = _skip(bare, i + 1)
 
 
 def _elements(bare: str, opening: int) -> tuple[int, list[tuple[int, int]]]:
     """Where a JSON array's closing bracket is, and each element's start and end; the array's
     `[` is at `opening`. `bare` holds no comments."""
     decode = json.JSONDecoder().raw_decode
-    i = _WS.match(bare, opening + 1).end()
+    i = _skip(bare, opening + 1)
     out: list[tuple[int, int]] = []
     if bare[i:i + 1] == "]":
         return i, out
     while True:
         _, end = decode(bare, i)
         out.append((i, end))
-        i = _WS.match(bare, end).end()
+        i = _skip(bare, end)
         if bare[i:i + 1] == "]":
             return i, out
         if bare[i:i + 1] != ",":
             raise ValueError(f"no comma at offset {i}")
-        i = _WS.match(bare, i + 1).end()
+        i = _skip(bare, i + 1)
 
 
 def _span(bare: str, path: tuple) -> tuple[int, int]:
     """Where the value at `path` (object keys and array indexes, from the top) starts and ends."""
-    start = _WS.match(bare).end()
+    start = _skip(bare, 0)
     end = json.JSONDecoder().raw_decode(bare, start)[1]
     for step in path:
         if isinstance(step, str):
@@ -164,8 +171,8 @@ def _span(bare: str, path: tuple) -> tuple[int, int]:
 
 def _line_indent(text: str, at: int) -> str:
     """The white space that begins the line `at` is on."""
-    line = text.rfind("\n", 0, at) + 1
-    return re.match(r"[ \t]*", text[line:]).group(0)
+    rest = text[text.rfind("\n", 0, at) + 1:]
+    return rest[:len(rest) - len(rest.lstrip(" \t"))]
 
 
 def _unit(text: str) -> str:

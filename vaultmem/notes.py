@@ -349,7 +349,7 @@ def parse_date(value: Any) -> tuple[str | None, float | None]:
         except ValueError:
             m = re.match(r"^(\d{4})-(\d{1,2})-(\d{1,2})", s)
             if not m:
-                raise ValueError(f"date {value!r} is not an ISO date")
+                raise ValueError(f"date {value!r} is not an ISO date") from None
             try:
                 moment = dt.datetime(int(m.group(1)), int(m.group(2)), int(m.group(3)))
             except ValueError as err:  # 2025-13-45
@@ -650,7 +650,7 @@ def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
     if problem:
         errors.insert(0, problem)
     meta = {str(k): v for k, v in meta.items()}
-    nested = meta.get("metadata") if isinstance(meta.get("metadata"), dict) else {}
+    nested: dict = meta["metadata"] if isinstance(meta.get("metadata"), dict) else {}
 
     def pick(key: str) -> Any:
         value = meta.get(key)

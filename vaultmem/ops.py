@@ -98,23 +98,26 @@ def vault_for(vaults: list[Vault], name: str | None, cwd: str | None) -> Vault:
 
 def resolve_note(idx: VaultIndex, ref: str, cwd: str | None = None) -> str:
     """A note key from `vault:path`, an absolute or working-directory-relative file path, or a
-    vault-relative path (unique across vaults)."""
+    vault-relative path (unique across vaults). A file the path names from the working
+    directory is the one meant, though another vault has a note at the same relative path."""
     vaults = idx.vaults()
     if not isinstance(ref, str) or "\x00" in ref or not ref.strip():
         raise UsageError("give a note as a path (a string)")
     ref = ref.strip()
-    candidates: list[str] = []
+    named: list[str] = []  # vault:path, or the file itself
+    relative: list[str] = []  # the path in each vault
     name, _, rest = ref.partition(":")
     if rest and any(v.name == name for v in vaults):
-        candidates.append(f"{name}:{rest.lstrip('/')}")
+        named.append(f"{name}:{rest.lstrip('/')}")
     full = ref if os.path.isabs(os.path.expanduser(ref)) else os.path.join(cwd or os.getcwd(), ref)
     full = os.path.realpath(os.path.expanduser(full))
     for v in vaults:
         if full.startswith(str(v.root) + os.sep):
-            candidates.append(f"{v.name}:{Path(os.path.relpath(full, v.root)).as_posix()}")
+            named.append(f"{v.name}:{Path(os.path.relpath(full, v.root)).as_posix()}")
         if not os.path.isabs(ref):
-            candidates.append(f"{v.name}:{Path(ref).as_posix()}")
-    found = [k for k in dict.fromkeys(candidates) if k in idx.catalog.notes([k])]
+            relative.append(f"{v.name}:{Path(ref).as_posix()}")
+    found = [k for k in dict.fromkeys(named) if k in idx.catalog.notes([k])] or \
+        [k for k in dict.fromkeys(relative) if k in idx.catalog.notes([k])]
     if not found:
         raise UsageError(f"{ref}: no such note in the index (see `vaultmem status` for the vaults)")
     if len(found) > 1:
@@ -138,11 +141,11 @@ def _query_of(ctx: Context, idx: VaultIndex, req: dict) -> Query:
 def query(ctx: Context, req: dict) -> dict:
     def run(idx: VaultIndex, searcher: Searcher) -> dict:
         hits, info = searcher.search(_query_of(ctx, idx, req))
-        return {"ok": True, "hits": [h.to_json() for h in hits], **info}
-    out = ctx.read(run)
-    if why := ctx.incomplete():
-        out["incomplete"] = why
-    return out
+        out = {"ok": True, "hits": [h.to_json() for h in hits], **info}
+        if why := ctx.incomplete():  # asked while the index read is the one that answered
+            out["incomplete"] = why
+        return out
+    return ctx.read(run)
 
 
 def tags(ctx: Context, req: dict) -> dict:
@@ -252,6 +255,7 @@ def _targets(idx: VaultIndex, req: dict) -> list[str]:
         return [resolve_note(idx, p, cwd) for p in paths]
     vault_name = text_field(req, "vault", one_line=True)
     vault = vault_for(idx.vaults(), vault_name, None).name if vault_name else None
+    assert topic is not None  # a path or a topic, checked above
     keys = idx.catalog.topic_notes(topic, vault)
     if not keys:
         raise UsageError(f"no note has the topic {req['topic']!r}")
@@ -350,14 +354,14 @@ def stats(ctx: Context, req: dict) -> dict:
     got = ctx.usage.retrievals(keys)
     fb = ctx.usage.feedback_counts()
     retired = ctx.usage.retired()
-    notes = []
+    notes: list[dict[str, Any]] = []
     for key in keys:
         count, last = got.get(key, (0, None))
         weight, useful, useless = fb.get(key, (None, 0, 0))
         row = rows.get(key)
         notes.append({"note": key, "retrieved": count, "last_retrieved": _iso(last), "feedback": weight,
                       "useful": useful, "useless": useless, "retired": key in retired,
-                      "current": bool(row) and row["superseded_by"] is None and key not in retired})
+                      "current": row is not None and row["superseded_by"] is None and key not in retired})
     notes.sort(key=lambda n: (-n["retrieved"], n["note"]))
     out: dict[str, Any] = {"ok": True, "since": _iso(ctx.usage.started), "notes": notes,
                            "never_retrieved": sum(1 for n in notes if not n["retrieved"])}

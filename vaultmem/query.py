@@ -11,7 +11,7 @@ import re
 import time
 import unicodedata
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from .errors import UsageError
 
@@ -58,6 +58,10 @@ def check_unicode(req: dict) -> None:
         raise UsageError(f"the request holds {bad!r}, half of a surrogate pair: not Unicode text") from None
 
 
+@overload
+def text_field(req: dict, key: str, required: str, one_line: bool = False) -> str: ...
+@overload
+def text_field(req: dict, key: str, required: None = None, one_line: bool = False) -> str | None: ...
 def text_field(req: dict, key: str, required: str | None = None, one_line: bool = False) -> str | None:
     """A string field (None when absent; `required` is the error if it must be there)."""
     value = req.get(key)

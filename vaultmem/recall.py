@@ -23,6 +23,7 @@ import posixpath
 import re
 import time
 from pathlib import Path
+from collections.abc import Set
 from typing import Any
 
 from .agents import (CODEX_OVERRIDE, claude_home, claude_project_dir, claude_slug, codex_reads, gemini_context_names,
@@ -213,8 +214,8 @@ def session_start(backend: Backend, settings: Settings, cwd: str, budget: int | 
             seen.add(_key(h))
             picked.append(h)
 
-    base = {"op": "query", "text": text, "k": 30, "mode": "hybrid", "section_chars": 600, "record": False}
-    own = [{"vaults": own_vaults}] if own_vaults else []
+    base: dict[str, Any] = {"op": "query", "text": text, "k": 30, "mode": "hybrid", "section_chars": 600, "record": False}
+    own: list[dict[str, Any]] = [{"vaults": own_vaults}] if own_vaults else []
     own.append({"path": f"**/{claude_dir}/**"})  # in a vault that is ~/.claude, or one above it
     for scope in own:  # the project's own notes: those most like what it does, then the newest
         hits = backend.request({**base, **scope})["hits"]
@@ -253,7 +254,7 @@ def prompt_queries(prompt: str) -> list[str]:
     return [q for q in dict.fromkeys(queries) if any(ch.isalnum() for ch in q)]
 
 
-def prompt_hits(backend: Backend, settings: Settings, prompt: str, shown: set[str] = frozenset(),
+def prompt_hits(backend: Backend, settings: Settings, prompt: str, shown: Set[str] = frozenset(),
                 min_relevance: float | None = None, agent: str = "claude",
                 cwd: str | None = None) -> tuple[list[dict], dict[str, str]]:
     """The hits the prompt hook shows for `prompt`, and the vaults' roots. Hits whose file the
@@ -320,7 +321,8 @@ def prefer_own(hits: list[dict], roots: dict[str, str], cwd: str | None) -> list
     answer as the best own one. Without a working directory in a vault, `hits` as they are."""
     if not cwd or not any(cwd == r or cwd.startswith(r.rstrip(os.sep) + os.sep) for r in roots.values()):
         return hits  # the session's project is in no vault: nothing to prefer
-    own, other = [], []
+    own: list[dict] = []
+    other: list[dict] = []
     for h in hits:
         where = project_of_hit(h, roots, cwd)
         (own if where is None else other).append(h if where is None else {**h, "elsewhere": where})

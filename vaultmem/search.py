@@ -34,6 +34,7 @@ import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Sequence, Set
 from typing import Any, Callable
 
 from . import dates
@@ -110,7 +111,7 @@ class Searcher:
             self._deny = (sup, retired, sup | frozenset(retired) if retired else sup)
         return self._deny[2]
 
-    def _scope(self, q: Query) -> tuple[set[str] | None, set[str] | None, dict[str, str | None] | None]:
+    def _scope(self, q: Query) -> tuple[Set[str] | None, Set[str] | None, dict[str, str | None] | None]:
         """(allow, deny, state) for the engines: allow None means every note; `state` maps each
         note to what superseded it at `q.as_of` (None when the query is about now)."""
         cat = self.index.catalog
@@ -244,7 +245,7 @@ class Searcher:
             return {k: _with(r, superseded_by=state.get(k)) for k, r in rows.items()} if state is not None else rows
         return fetch
 
-    def _holding(self, phrases: tuple[str, ...], allow: set[str] | None, deny: set[str] | None) -> set[str]:
+    def _holding(self, phrases: tuple[str, ...], allow: Set[str] | None, deny: Set[str] | None) -> set[str]:
         """The notes (among `allow`, not in `deny`) with a chunk that holds every quoted phrase,
         token by token (FullText.phrase_tokens), in what the index reads of it: its heading path,
         text, and for a note's first chunk its topic and summary (notes.index_text)."""
@@ -383,13 +384,13 @@ class Searcher:
                  for k, n in sorted(counts.items(), key=lambda kn: (-kn[1], kn[0]))]
         return found, passed
 
-    def _listing(self, q: Query, allow: set[str] | None, deny: set[str] | None,
+    def _listing(self, q: Query, allow: Set[str] | None, deny: Set[str] | None,
                  state: dict[str, str | None] | None, t0: float) -> tuple[list[Hit], dict[str, Any]]:
         """Every note in scope, newest first (by date, else mtime; ties by key), each shown from
         its first section; the score is 0: nothing was matched."""
         cat = self.index.catalog
         keys = allow if allow is not None else {r["key"] for r in cat.select(current_only=False)} - (deny or set())
-        notes = cat.notes(keys)
+        notes: dict[str, Any] = cat.notes(keys)
         if state is not None:
             notes = {k: _with(r, superseded_by=state.get(k)) for k, r in notes.items()}
         newest = sorted(notes, key=lambda k: (-written_at(notes[k]), k))[: q.k]
@@ -557,7 +558,7 @@ def _newest_first_within_chains(scored: list, notes: dict, fetch: Callable[[set[
             top = root(key)
             if row(top) is not None:
                 groups.setdefault(top, {top}).add(key)
-    for top, members in groups.items():
+    for members in groups.values():
         for key in members - score.keys():
             score[key], parts[key] = float("-inf"), {}
         chain = sorted(members, key=recency)  # newest first
@@ -692,7 +693,7 @@ def _edits(a: str, b: str) -> int:
     return prev[-1]
 
 
-def make_snippet(text: str, terms: list[str], width: int, unknown: list[str] = ()) -> str:
+def make_snippet(text: str, terms: list[str], width: int, unknown: Sequence[str] = ()) -> str:
     """The window of `text` with the most query-term matches, matches wrapped in **...**.
     `unknown`: query words no note has (typos); the words spelled much like them are marked."""
     flat = re.sub(r"\s+", " ", re.sub(r"\*\*|__", "", text)).strip()

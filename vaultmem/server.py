@@ -41,7 +41,7 @@ class _Server(socketserver.ThreadingMixIn, socketserver.UnixStreamServer):
         self.slots = threading.BoundedSemaphore(settings.daemon.max_clients)
         super().__init__(path, _Connection)
 
-    def verify_request(self, request: socket.socket, client_address: Any) -> bool:
+    def verify_request(self, request: Any, client_address: Any) -> bool:
         try:
             uid = private.peer_uid(request)
         except OSError:

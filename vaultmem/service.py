@@ -88,8 +88,8 @@ def unit_text(args, settings) -> str:
     beside = Path(sys.executable).parent / "vaultmem"  # the script of this very installation
     if beside.is_file() and os.access(beside, os.X_OK):
         cmd = [str(beside)]
-    elif shutil.which("vaultmem"):
-        cmd = [str(Path(shutil.which("vaultmem")).resolve())]
+    elif found := shutil.which("vaultmem"):
+        cmd = [str(Path(found).resolve())]
     else:
         cmd = [sys.executable, "-m", "vaultmem.cli"]
     cmd.append("daemon")

@@ -304,7 +304,7 @@ def script_segments(run: str) -> list[str]:
     """A CJK run cut where the script changes (kanji | kana | hangul | pictograph): in Japanese this splits
     content words (kanji, katakana) from particles and endings (hiragana), a cheap stand-in
     for word segmentation. Hiragana segments are dropped; segments shorter than 2 too."""
-    segs: list[str] = []
+    segs: list[tuple[str, str]] = []  # (script, text)
     cur, kind = "", ""
     for ch in run:
         k = _script(ch)

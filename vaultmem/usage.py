@@ -48,6 +48,7 @@ class Usage:
         private.restrict_umask()
         private.own_dir(state_dir, "the state directory")
         path = state_dir / "usage.sqlite3"
+        self.full: str | None = None  # why nothing can be kept (a full disk)
         try:
             self.db = connect(path, read_when_full=True)
             self.db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
@@ -70,7 +71,6 @@ class Usage:
                         aside.name, aside)
             self.db = connect(path)
         self.lock = threading.Lock()
-        self.full: str | None = getattr(self, "full", None)  # why nothing can be kept (a full disk)
         self._retired: tuple[tuple[int, int], dict[str, float]] | None = None
         self._own_changes = 0
         self._record_failed = False

@@ -30,6 +30,7 @@ import types
 import warnings
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 
 class _RunOnFirstUse(types.ModuleType):
@@ -41,7 +42,8 @@ class _RunOnFirstUse(types.ModuleType):
     def __getattr__(self, name: str):
         with _RunOnFirstUse._lock:
             if type(self) is _RunOnFirstUse:  # not run yet (or run by another thread meanwhile)
-                self.__class__ = types.ModuleType
+                self.__class__ = types.ModuleType  # type: ignore[assignment]  # back to a plain module
+                assert self.__spec__ is not None and self.__spec__.loader is not None
                 self.__spec__.loader.exec_module(self)
         return getattr(self, name)
 
@@ -187,7 +189,7 @@ class Vectors:
             ],
             metadata={"embedder": embedder_id, "dim": str(dim), "dtype": dtype},
         )
-        self.table = None
+        self.table: Any = None  # lancedb.Table, whose type hints lag its API
         try:
             exists = directory.is_dir() and TABLE in self.db.list_tables().tables
             if exists:

@@ -15,6 +15,7 @@ import logging
 import os
 import threading
 import time
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from watchdog.events import (DirCreatedEvent, DirDeletedEvent, DirMovedEvent, FileClosedEvent, FileCreatedEvent,
@@ -69,7 +70,7 @@ class _OverflowWatch(logging.Handler):
     """watchdog reports a lost-events inotify overflow only as a log warning: turn it into a
     reconcile."""
 
-    def __init__(self, on_reconcile: Callable[[str], None]):
+    def __init__(self, on_reconcile: Callable[[str], object]):
         super().__init__(logging.WARNING)
         self.on_reconcile = on_reconcile
 
@@ -116,7 +117,7 @@ class Watches:
     """The daemon's watches of `vaults` (name -> Vault), their link targets, and their status."""
 
     def __init__(self, settings: Settings, vaults: dict[str, Vault], on_path: Callable[[str, str], None],
-                 on_reconcile: Callable[[str], None], imported: Callable[[str], frozenset[str]]):
+                 on_reconcile: Callable[[str], object], imported: Callable[[str], frozenset[str]]):
         """`imported(vault)`: the files its CLAUDE.md files import, which are notes too."""
         self.settings = settings
         self.vaults = vaults
@@ -282,7 +283,7 @@ class Watches:
             log.info("all %d directories of the vaults are watched again", need)
             self.scheduler.remove_job("unwatched-reconcile")
 
-    def _count(self, roots: list[Vault], links: list[tuple[str, bool]] = ()) -> tuple[int, int]:
+    def _count(self, roots: list[Vault], links: Sequence[tuple[str, bool]] = ()) -> tuple[int, int]:
         """(directories, watches held), for the vaults and the watched `links` directories
         (real directory, recursive). Directories made or removed while they are counted
         (an `npm install`) can make the watch look short for a moment: a short count is taken

@@ -24,6 +24,7 @@ import tempfile
 import time
 import unicodedata
 from pathlib import Path
+from collections.abc import Sequence
 from typing import BinaryIO, Callable
 
 log = logging.getLogger(__name__)
@@ -42,7 +43,7 @@ def slug(topic: str) -> str:
     return s or "note"
 
 
-def render(topic: str, body: str, *, tags: list[str] = (), kind: str | None = None,
+def render(topic: str, body: str, *, tags: Sequence[str] = (), kind: str | None = None,
            importance: float | None = None, when: dt.datetime | None = None) -> str:
     """The text of a new note: YAML frontmatter (topic, date with time zone, kind, tags,
     importance) and the body, ending in a newline."""
@@ -123,7 +124,7 @@ def same_note(directory: Path, stem: str, text: str) -> Path | None:
 def sweep_temp(directory: Path, older_than: float = STALE_TEMP_SECONDS) -> list[Path]:
     """Remove the temp files a killed writer left in `directory` (only names vaultmem makes,
     only ones older than any write takes); returns what was removed."""
-    removed = []
+    removed: list[Path] = []
     cutoff = time.time() - older_than
     try:
         entries = list(os.scandir(directory))
