@@ -53,7 +53,7 @@ def test_status_counts_are_read_from_their_index_and_the_note_scans_keep_to_the_
     with VaultIndex(env.settings()) as idx:
         assert idx.catalog.counts() == {"notes": 3, "skipped": 1, "current": 2, "read_with_problems": 1,
                                         "chunks": 3}
-        assert [r["path"] for r in idx.catalog.skipped()] == ["memory/blob.md"]
+        assert [r.path for r in idx.catalog.skipped()] == ["memory/blob.md"]
         plan = lambda sql: " ".join(r[3] for r in idx.catalog.db.execute(f"EXPLAIN QUERY PLAN {sql}"))  # noqa: E731
         assert "notes_counts" in plan("SELECT status = 'ok', superseded_by IS NULL, errors IS NOT NULL AND errors "
                                       "NOT IN ('', '[]'), COUNT(*) FROM notes GROUP BY 1, 2, 3")

@@ -243,7 +243,6 @@ def test_notes_are_not_marked_unless_asked(env):
 
 
 def test_killed_between_marking_and_re_reading_the_next_sync_reads_the_note_again(env, monkeypatch):
-    import json
     from vaultmem.index import VaultIndex
     env.overrides = {"index": {"mark_superseded": True}}
     a = env.write("memory/a.md", note("deploy", "by hand\n", date="2024-01-01"))
@@ -264,7 +263,7 @@ def test_killed_between_marking_and_re_reading_the_next_sync_reads_the_note_agai
     assert b"superseded_by: memory/b2.md\n" in a.read_bytes() and a.stat().st_size == size  # same size, same mtime
     env.sync()
     with VaultIndex(env.settings()) as idx:
-        meta = json.loads(idx.catalog.notes(["v:memory/a.md"])["v:memory/a.md"]["meta"])
+        meta = idx.catalog.notes(["v:memory/a.md"])["v:memory/a.md"].meta
     assert meta["superseded_by"] == "memory/b2.md"
 
 

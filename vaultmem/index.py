@@ -7,6 +7,10 @@ notes are marked pending in the catalog, the engines are changed and committed, 
 records the result and clears the marks. A restart after a crash redoes the pending notes.
 Notes are only ever read here, except that with `mark_superseded` turned on (off by default)
 each note's `superseded_by` frontmatter line is kept in line with its state, through writing.py.
+
+Its size (about 850 lines) is one class's: sync, the crash-safe batch, the writer lock, the
+check and the repair share the three engines and the pending marks; split apart, each part
+would reach into the others' state (the circle the daemon's split had to avoid).
 """
 
 from __future__ import annotations
@@ -655,23 +659,23 @@ class VaultIndex:
         vaults = {v.name: v for v in self.vaults()}
         edits = []
         for row in self.catalog.marks():
-            if row["vault"] not in vaults:
+            if row.vault not in vaults:
                 continue
-            if self._unmarkable.get(row["key"]) == row["hash"]:
+            if self._unmarkable.get(row.key) == row.hash:
                 continue
-            path = vaults[row["vault"]].root / row["path"]
+            path = vaults[row.vault].root / row.path
             try:
                 why = writing.not_rewritable(os.lstat(path))
                 data = path.read_bytes()
             except OSError:
                 continue
-            if file_digest(data) != row["hash"]:
+            if file_digest(data) != row.hash:
                 continue
-            new = writing.set_frontmatter_key(data, "superseded_by", row["want"])
+            new = writing.set_frontmatter_key(data, "superseded_by", row.want)
             if new is None:
                 why = "its frontmatter is not plain YAML at the top of the file, or it is not UTF-8"
             if why or new is None:
-                self._unmarkable[row["key"]] = row["hash"]
+                self._unmarkable[row.key] = row.hash
                 log.warning("mark_superseded: leaving %s as it is: %s", path, why)
                 continue
             edits.append((row, path, data, new))
@@ -679,10 +683,10 @@ class VaultIndex:
             return
         # pending first: killed after a write, the next start re-reads the note even though its
         # size and mtime (both kept) may match the catalog
-        self.catalog.mark_pending([row["key"] for row, _, _, _ in edits])
+        self.catalog.mark_pending([row.key for row, _, _, _ in edits])
         written: dict[str, set[str]] = {}
         for row, path, data, new in edits:
-            written.setdefault(row["vault"], set()).add(row["path"])
+            written.setdefault(row.vault, set()).add(row.path)
             report.marked += writing.rewrite_note(path, data, new)
         writing.sync_dirs({path.parent for _, path, _, _ in edits})
         self._marking = True
@@ -811,7 +815,7 @@ class VaultIndex:
             "pending": len(self.catalog.pending()),
             "embedder": ident,
             "dim": dim,
-            "skipped_files": [{"key": r["key"], "reason": r["reason"]} for r in self.catalog.skipped()],
+            "skipped_files": [{"key": r.key, "reason": r.reason} for r in self.catalog.skipped()],
         }
 
 

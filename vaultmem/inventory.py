@@ -59,63 +59,63 @@ def take(idx: VaultIndex, usage: Usage, settings: Settings, opts: dict | None = 
     cat = idx.catalog
     rows = cat.all_notes()
     retired = usage.retired()
-    current = [r for r in rows if r["superseded_by"] is None and r["key"] not in retired]
+    current = [r for r in rows if r.superseded_by is None and r.key not in retired]
     found: dict[str, list[dict]] = {s: [] for s in SECTIONS}
 
     by_topic: dict[str, list[str]] = {}
     for r in current:
-        if r["topic_key"]:
-            by_topic.setdefault(r["topic_key"], []).append(r["key"])
+        if r.topic_key:
+            by_topic.setdefault(r.topic_key, []).append(r.key)
     found["multiple_current"] = [{"topic": t, "notes": keys} for t, keys in sorted(by_topic.items()) if len(keys) > 1]
 
     for r in current:
-        written = max(r["date_ts"] or 0.0, (r["mtime_ns"] or 0) / 1e9)
+        written = max(r.date_ts or 0.0, (r.mtime_ns or 0) / 1e9)
         if now - written > stale_days * DAY:
-            found["stale"].append({"note": r["key"], "days": int((now - written) // DAY)})
+            found["stale"].append({"note": r.key, "days": int((now - written) // DAY)})
 
     got = usage.retrievals()
     started = usage.started
     for r in current:
-        if r["key"] in got:
+        if r.key in got:
             continue
-        known = max(started, min(r["date_ts"] or now, (r["mtime_ns"] or 0) / 1e9 or now))
+        known = max(started, min(r.date_ts or now, (r.mtime_ns or 0) / 1e9 or now))
         if now - known > unretrieved_days * DAY:
-            found["never_retrieved"].append({"note": r["key"], "days": int((now - known) // DAY)})
+            found["never_retrieved"].append({"note": r.key, "days": int((now - known) // DAY)})
 
     vaults = {v.name: v for v in idx.vaults()}
     imported = idx.imported_all()
     for r in current:
-        seen_as = vaults[r["vault"]].globbed(r["path"]) if r["vault"] in vaults else r["path"]
-        if (r["path"] in imported.get(r["vault"], {}) or loaded_with_claude_md(seen_as, None)
+        seen_as = vaults[r.vault].globbed(r.path) if r.vault in vaults else r.path
+        if (r.path in imported.get(r.vault, {}) or loaded_with_claude_md(seen_as, None)
                 or is_codex_memory(seen_as) or is_other_agents_rules(seen_as)
                 or posixpath.basename(seen_as) in (CODEX_OVERRIDE, GEMINI_MD)):
             continue
-        if not r["topic"]:
-            found["missing_topic"].append({"note": r["key"]})
-        if not json.loads(r["tags"] or "[]") and not _claude_typed(json.loads(r["meta"] or "{}")):
-            found["missing_tags"].append({"note": r["key"]})
+        if not r.topic:
+            found["missing_topic"].append({"note": r.key})
+        if not r.tags and not _claude_typed(r.meta):
+            found["missing_tags"].append({"note": r.key})
 
-    topics = {(r["vault"], r["topic_key"]) for r in rows if r["topic_key"]}
-    paths = {(r["vault"], r["path"]) for r in rows}
+    topics = {(r.vault, r.topic_key) for r in rows if r.topic_key}
+    paths = {(r.vault, r.path) for r in rows}
     for r in rows:
-        for ref in json.loads(r["supersedes"] or "[]"):
-            if (r["vault"], topic_key(ref)) in topics:
+        for ref in r.supersedes:
+            if (r.vault, topic_key(ref)) in topics:
                 continue
-            if any((r["vault"], c) in paths for c in path_candidates(ref, r["path"])):
+            if any((r.vault, c) in paths for c in path_candidates(ref, r.path)):
                 continue
-            found["broken_supersedes"].append({"note": r["key"], "ref": ref})
+            found["broken_supersedes"].append({"note": r.key, "ref": ref})
 
-    found["dated_ahead"] = [{"note": r["key"], "date": r["date"] or how["at"], "from": how["from"]} for r in rows
+    found["dated_ahead"] = [{"note": r.key, "date": r.date or how["at"], "from": how["from"]} for r in rows
                             if written_at(r) - now > AHEAD_SECONDS and (how := written_how(r, now))]
 
     found["out_of_sync"] = _out_of_sync(idx)
-    found["unreadable"] = [{"note": r["key"], "reason": r["reason"]} for r in cat.skipped()]
-    found["read_with_problems"] = [{"note": r["key"], "problem": "; ".join(errors)}
-                                   for r in rows if (errors := json.loads(r["errors"] or "[]"))]
-    found["duplicates"] = _duplicates(idx, [r["key"] for r in current], cfg.duplicate_cosine)
+    found["unreadable"] = [{"note": r.key, "reason": r.reason} for r in cat.skipped()]
+    found["read_with_problems"] = [{"note": r.key, "problem": "; ".join(errors)}
+                                   for r in rows if (errors := r.errors)]
+    found["duplicates"] = _duplicates(idx, [r.key for r in current], cfg.duplicate_cosine)
     for r in rows:
-        for line, kind in json.loads(r["secrets"] or "[]"):
-            found["secrets"].append({"note": r["key"], "line": line, "kind": kind})
+        for line, kind in r.secrets:
+            found["secrets"].append({"note": r.key, "line": line, "kind": kind})
 
     counts = {s: len(found[s]) for s in SECTIONS}
     return {

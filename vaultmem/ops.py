@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import logging
 import math
 import os
@@ -206,9 +205,9 @@ def remember(ctx: Context, req: dict) -> dict:
         newest = max(rows.values(), key=written_at, default=None)
         note_tags, note_kind = tags, kind
         if newest is not None:  # a new version keeps the tags and kind of the one it supersedes, unless given
-            declared = json.loads(newest["meta"] or "{}")
+            declared = newest.meta
             note_tags = tags or list(parse_tags(declared.get("tags", declared.get("tag"))))  # as written, not #inline
-            note_kind = kind or (newest["kind"] if "kind" in declared or "type" in declared else None)
+            note_kind = kind or (newest.kind if "kind" in declared or "type" in declared else None)
         if latest is not None and when.timestamp() <= latest < when.timestamp() + 60:
             # the current note was written this very second (or a burst of remembers ran ahead
             # of the clock): a chain orders notes by date, so the new one is dated a second
@@ -234,12 +233,12 @@ def remember(ctx: Context, req: dict) -> dict:
         rows = idx.catalog.notes(before + [key])
         if key not in rows:
             raise VaultmemError(f"wrote {path} but could not index it")
-        superseded = [k for k in before if rows.get(k) is not None and rows[k]["superseded_by"] == key]
+        superseded = [k for k in before if rows.get(k) is not None and rows[k].superseded_by == key]
         log.info("remembered %s%s", key, f" (supersedes {', '.join(superseded)})" if superseded else "")
         return {"ok": True, "path": rel, "vault": vault.name, "file": str(path), "topic": topic,
                 "superseded": [_path_of(k) for k in superseded],
-                "current": rows[key]["superseded_by"] is None,
-                "superseded_by": _path_of(rows[key]["superseded_by"]) if rows[key]["superseded_by"] else None}
+                "current": (newer := rows[key].superseded_by) is None,
+                "superseded_by": _path_of(newer) if newer else None}
     return ctx.write(run)
 
 
@@ -348,7 +347,7 @@ def stats(ctx: Context, req: dict) -> dict:
         if paths:
             keys = [resolve_note(idx, p, cwd) for p in paths]
         else:
-            keys = [r["key"] for r in idx.catalog.all_notes()]
+            keys = [r.key for r in idx.catalog.all_notes()]
         return keys, idx.catalog.notes(keys)
     keys, rows = ctx.read(run)
     got = ctx.usage.retrievals(keys)
@@ -361,7 +360,7 @@ def stats(ctx: Context, req: dict) -> dict:
         row = rows.get(key)
         notes.append({"note": key, "retrieved": count, "last_retrieved": _iso(last), "feedback": weight,
                       "useful": useful, "useless": useless, "retired": key in retired,
-                      "current": row is not None and row["superseded_by"] is None and key not in retired})
+                      "current": row is not None and row.superseded_by is None and key not in retired})
     notes.sort(key=lambda n: (-n["retrieved"], n["note"]))
     out: dict[str, Any] = {"ok": True, "since": _iso(ctx.usage.started), "notes": notes,
                            "never_retrieved": sum(1 for n in notes if not n["retrieved"])}

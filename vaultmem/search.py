@@ -22,23 +22,27 @@ existed, and were current, at that moment.
 
 The engines are reached only through VaultIndex and never written; the one write is to the
 usage records (which notes were returned, for which task).
+
+About 760 lines, one pipeline: each stage (scope, candidates, second look, ranking, chain
+order, hits) reads the one before it (`Candidates`, the catalog's records), and the formula
+above is checked most easily beside the code that computes it.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import json
 import os
 import re
 import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from collections.abc import Sequence, Set
+from pathlib import Path
 from typing import Any, Callable
 
 from . import dates
-from .catalog import chunk_id, written_at, written_how
+from .catalog import NoteRecord, chunk_id, written_at, written_how
 from .fulltext import TextQuery
 from .index import VaultIndex
 from .notes import extra_keys, extract_entities
@@ -81,6 +85,34 @@ class Hit:
             if d[optional] is None:
                 del d[optional]
         return d
+
+
+Scored = tuple[float, str, dict[str, Any]]  # (score, note key, explain parts)
+Best = dict[str, tuple[str, float]]  # note key -> (its best chunk's id, that chunk's score)
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """What a query found before ranking: the query as read, the notes in scope, and each
+    engine's best chunk per note. The ranking and the second look read it; the second look
+    makes a copy with its own text hits."""
+
+    q: Query
+    tq: TextQuery
+    n: int  # candidates asked of each engine
+    allow: Set[str] | None  # the notes in scope (None: every current note)
+    deny: Set[str] | None
+    state: dict[str, str | None] | None  # superseded_by of each note as of q.as_of, if asked
+    unknown: list[str]  # query words no note has (matched by spelling)
+    text: Best
+    vector: Best
+    entity: Best
+
+    def chunk_of(self, key: str) -> str:
+        """The chunk a note is shown (and read) by: its best by words, else by meaning, else by
+        entity, else (a newer version brought in above a match) its first."""
+        best = self.text.get(key) or self.vector.get(key) or self.entity.get(key)
+        return best[0] if best else chunk_id(key, 0)
 
 
 ALLOW_CACHE_SIZE = 8  # filters whose note sets are kept (a set of 10,000 keys is ~0.5 MB)
@@ -155,16 +187,16 @@ class Searcher:
         allow = set()
         for r in rows:
             if want_tags:
-                have = _tag_set(r["tags"])
+                have = _tag_set(r.tags)
                 if (q.any_tags and not (want_tags & have)) or (not q.any_tags and not want_tags <= have):
                     continue
-            if want_topic is not None and topic_key(r["topic"]) != want_topic:
+            if want_topic is not None and topic_key(r.topic) != want_topic:
                 continue
-            if q.path_glob and not matches(r["key"].split(":", 1)[1], (q.path_glob,)):
+            if q.path_glob and not matches(r.key.split(":", 1)[1], (q.path_glob,)):
                 continue
-            if q.where and not _meta_matches(json.loads(r["meta"] or "{}"), q.where):
+            if q.where and not _meta_matches(r.meta, q.where):
                 continue
-            allow.add(r["key"])
+            allow.add(r.key)
         return allow
 
     # -------------------------------------------------------------- the query
@@ -202,17 +234,15 @@ class Searcher:
         ent_names = self._query_entities(q.text)
         ent_hits = self.index.fulltext.entity_search(ent_names, n, allow, deny) if ent_names else []
 
-        text_best = _best_per_note(text_hits)
-        vec_best = _best_per_note(vec_hits)
-        ent_best = _best_per_note(ent_hits)
-        scored, notes = self._rank(q, text_best, vec_best, ent_best, state)
-        if q.mode == "hybrid" and cfg.expand_terms and cfg.expand_notes and text_best and scored:
-            scored, notes, text_best = self._look_again(q, tq, n, allow, deny, state, unknown, scored, notes,
-                                                        text_best, vec_best, ent_best)
+        found = Candidates(q, tq, n, allow, deny, state, unknown, text=_best_per_note(text_hits),
+                           vector=_best_per_note(vec_hits), entity=_best_per_note(ent_hits))
+        scored, notes = self._rank(found)
+        if q.mode == "hybrid" and cfg.expand_terms and cfg.expand_notes and found.text and scored:
+            scored, notes, found = self._look_again(found, scored, notes)
         if q.history:
             scored = _newest_first_within_chains(scored, notes, self._rows_as_of(state))
         top = scored[: q.k]
-        chunk_for = {key: _chunk_of(key, text_best, vec_best, ent_best) for _, key, _ in top}
+        chunk_for = {key: found.chunk_of(key) for _, key, _ in top}
         return self._hits(q, top, notes, chunk_for, unknown, t0, tq, qvec)
 
     def _relevance(self, q: Query, tq: TextQuery, qvec, chunks: dict, notes: dict) -> dict[str, tuple[float, dict]]:
@@ -225,8 +255,8 @@ class Searcher:
         texts = {}
         for cid, ch in chunks.items():
             row = notes.get(cid.rsplit("#", 1)[0])
-            about = f"{row['topic'] or ''}\n{row['summary'] or ''}\n" if row is not None and cid.endswith("#0") else ""
-            texts[cid] = f"{ch['heading']}\n{about}{ch['text']}"
+            about = f"{row.topic or ''}\n{row.summary or ''}\n" if row is not None and cid.endswith("#0") else ""
+            texts[cid] = f"{ch.heading}\n{about}{ch.text}"
         cover = self.index.fulltext.coverage(tq, texts)
         cos = self.index.vectors.cosines(qvec, list(texts)) if qvec is not None else {}
         out = {}
@@ -242,7 +272,7 @@ class Searcher:
         """Read catalog rows of notes, as the vault stood at `state` (an --as-of query) if given."""
         def fetch(keys: set[str]) -> dict:
             rows = self.index.catalog.notes(keys)
-            return {k: _with(r, superseded_by=state.get(k)) for k, r in rows.items()} if state is not None else rows
+            return {k: replace(r, superseded_by=state.get(k)) for k, r in rows.items()} if state is not None else rows
         return fetch
 
     def _holding(self, phrases: tuple[str, ...], allow: Set[str] | None, deny: Set[str] | None) -> set[str]:
@@ -261,22 +291,21 @@ class Searcher:
             ch, row = chunks.get(cid), firsts.get(key)
             if ch is None or key in out:
                 continue
-            about = f"{row['topic'] or ''}\n{row['summary'] or ''}" if row is not None and cid.endswith("#0") else ""
-            have = "\x00" + "\x00".join(ft.phrase_tokens(f"{ch['heading']}\n{about}\n{ch['text']}")) + "\x00"
+            about = f"{row.topic or ''}\n{row.summary or ''}" if row is not None and cid.endswith("#0") else ""
+            have = "\x00" + "\x00".join(ft.phrase_tokens(f"{ch.heading}\n{about}\n{ch.text}")) + "\x00"
             if all(f"\x00{w}\x00" in have for w in wanted if w):
                 out.add(key)
         return out
 
-    def _rank(self, q: Query, text_best: dict, vec_best: dict, ent_best: dict, state: dict[str, str | None] | None,
-              known: dict[str, Any] | None = None) -> tuple[list[tuple[float, str, dict]], dict[str, Any]]:
+    def _rank(self, found: Candidates, known: dict[str, NoteRecord] | None = None) -> tuple[list[Scored], dict[str, NoteRecord]]:
         """(score, note key, explain parts) best first, and the catalog rows of the candidates
         (those in `known` not read again): the fused engines' scores times the ranking factors,
         plus the bonuses."""
-        cfg = self.cfg
-        fused = self._fuse(text_best, vec_best, q.mode, q.explain)
+        cfg, q, ent_best = self.cfg, found.q, found.entity
+        fused = self._fuse(found.text, found.vector, q.mode, q.explain)
         wanted = set(fused) | set(ent_best)
         notes = {k: known[k] for k in wanted & known.keys()} if known else {}
-        notes.update(self._rows_as_of(state)(wanted - notes.keys()))
+        notes.update(self._rows_as_of(found.state)(wanted - notes.keys()))
         feedback = self.usage.weights(notes) if self.usage is not None and cfg.feedback_weight else {}
         now = q.as_of if q.as_of is not None else time.time()
         named = dates.spans(q.text) if cfg.date_weight else []
@@ -284,7 +313,7 @@ class Searcher:
         scored: list[tuple[float, str, dict[str, Any]]] = []
         for key, row in notes.items():
             base, parts = fused.get(key, (0.0, {}))
-            imp = 1.0 + cfg.importance_weight * (2.0 * (row["importance"] if row["importance"] is not None else 0.5) - 1.0)
+            imp = 1.0 + cfg.importance_weight * (2.0 * (row.importance if row.importance is not None else 0.5) - 1.0)
             fb = 1.0 + cfg.feedback_weight * (2.0 * feedback.get(key, NEUTRAL) - 1.0)
             decay = 1.0
             if half_life and half_life > 0:
@@ -293,7 +322,7 @@ class Searcher:
             bonus = min(cfg.entity_cap, cfg.entity_weight * shared)
             if base <= 0 and bonus <= 0:
                 continue
-            fit = dates.closeness(named, row["date_ts"]) if named else 0.0
+            fit = dates.closeness(named, row.date_ts) if named else 0.0
             dated = cfg.date_weight * fit
             score = base * imp * fb * decay + bonus + dated
             if q.explain:  # built only when asked: rounding every candidate's factors cost ~0.5 ms a query
@@ -305,30 +334,31 @@ class Searcher:
         scored.sort(key=lambda x: (-x[0], x[1]))
         return scored, notes
 
-    def _look_again(self, q: Query, tq: TextQuery, n: int, allow, deny, state, unknown: list[str],
-                    scored: list, notes: dict, text_best: dict, vec_best: dict, ent_best: dict) -> tuple[list, dict, dict]:
+    def _look_again(self, found: Candidates, scored: list[Scored],
+                    notes: dict[str, NoteRecord]) -> tuple[list[Scored], dict[str, NoteRecord], Candidates]:
         """The second look of a hybrid query: the words that most set apart the first look's
         best notes join the full-text query (pseudo-relevance feedback) and the candidates are
         ranked again. The notes the words came from keep their first scores: scored again by
         their own words they could only rise, and when they did, R@1 fell (LoCoMo turns 0.658
         -> 0.611, bench/eval.py) while R@5 gained nothing more. They keep the chunk they were
-        found by, too. Returns the ranking, the candidates' rows and the text hits by note."""
-        cfg = self.cfg
+        found by, too. Returns the ranking, the candidates' rows and the candidates with the
+        text hits of the second look."""
+        cfg, q, tq = self.cfg, found.q, found.tq
         sources = scored[: cfg.expand_notes]
-        chunks = self.index.catalog.chunks(_chunk_of(key, text_best, vec_best, ent_best) for _, key, _ in sources)
-        extra = self.index.fulltext.feedback_terms(tq, [c["text"] for c in chunks.values()], cfg.expand_terms,
+        chunks = self.index.catalog.chunks(found.chunk_of(key) for _, key, _ in sources)
+        extra = self.index.fulltext.feedback_terms(tq, [c.text for c in chunks.values()], cfg.expand_terms,
                                                    cfg.expand_weight)
         if not extra:
-            return scored, notes, text_best
-        text_hits = self.index.fulltext.search(replace(tq, expansion=extra), n, allow, deny)
-        if unknown:
-            text_hits = self._spelled_like(tq, text_hits, unknown)
+            return scored, notes, found
+        text_hits = self.index.fulltext.search(replace(tq, expansion=extra), found.n, found.allow, found.deny)
+        if found.unknown:
+            text_hits = self._spelled_like(tq, text_hits, found.unknown)
         widened = _best_per_note(text_hits)
-        again, more = self._rank(q, widened, vec_best, ent_best, state, known=notes)
+        again, more = self._rank(replace(found, text=widened), known=notes)
         kept = {key for _, key, _ in sources}
         for key in kept:  # shown by the chunk the first look found them by
-            if key in text_best:
-                widened[key] = text_best[key]
+            if key in found.text:
+                widened[key] = found.text[key]
             else:
                 widened.pop(key, None)
         if q.explain:
@@ -338,7 +368,7 @@ class Searcher:
                 if key in kept:
                     parts["expansion_source"] = True
         merged = sorted(sources + [item for item in again if item[1] not in kept], key=lambda x: (-x[0], x[1]))
-        return merged, {**more, **{key: notes[key] for key in kept}}, widened
+        return merged, {**more, **{key: notes[key] for key in kept}}, replace(found, text=widened)
 
     def _spelled_like(self, tq: TextQuery, hits: list[tuple[str, str, float]], unknown: list[str]) -> list[tuple[str, str, float]]:
         """The text hits of a query with unknown words that match one of its other terms or
@@ -350,12 +380,12 @@ class Searcher:
         if not rest:
             return hits
         chunks = self.index.catalog.chunks({cid for cid, _, _ in rest})
-        topics = {k: r["topic"] or "" for k, r in self.index.catalog.notes({key for _, key, _ in rest}).items()}
+        topics = {k: r.topic or "" for k, r in self.index.catalog.notes({key for _, key, _ in rest}).items()}
         wanted = [fold(u) for u in unknown]
 
         def shows(cid: str, key: str) -> bool:  # what the index read: topic, heading path, text
             ch = chunks.get(cid)
-            return ch is not None and _has_look_alike(f"{topics.get(key, '')} {ch['heading']} {ch['text']}", wanted)
+            return ch is not None and _has_look_alike(f"{topics.get(key, '')} {ch.heading} {ch.text}", wanted)
 
         return [h for h in hits if h[0] in exact or shows(h[0], h[1])]
 
@@ -369,11 +399,11 @@ class Searcher:
         spellings: dict[str, dict[str, int]] = {}
         passed = 0
         for r in self.index.catalog.select(current_only=False):
-            if (allow is not None and r["key"] not in allow) or (deny and r["key"] in deny):
+            if (allow is not None and r.key not in allow) or (deny and r.key in deny):
                 continue
             passed += 1
             seen: dict[str, str] = {}
-            for tag in json.loads(r["tags"] or "[]"):
+            for tag in r.tags:
                 for written in _tag_and_parents(tag):
                     seen.setdefault(normalize(written), written)
             for key, written in seen.items():
@@ -389,10 +419,10 @@ class Searcher:
         """Every note in scope, newest first (by date, else mtime; ties by key), each shown from
         its first section; the score is 0: nothing was matched."""
         cat = self.index.catalog
-        keys = allow if allow is not None else {r["key"] for r in cat.select(current_only=False)} - (deny or set())
+        keys = allow if allow is not None else {r.key for r in cat.select(current_only=False)} - (deny or set())
         notes: dict[str, Any] = cat.notes(keys)
         if state is not None:
-            notes = {k: _with(r, superseded_by=state.get(k)) for k, r in notes.items()}
+            notes = {k: replace(r, superseded_by=state.get(k)) for k, r in notes.items()}
         newest = sorted(notes, key=lambda k: (-written_at(notes[k]), k))[: q.k]
         top = [(0.0, key, {"listed": "newest first"} if q.explain else {}) for key in newest]
         return self._hits(q, top, notes, {key: chunk_id(key, 0) for key in newest}, [], t0)
@@ -403,7 +433,7 @@ class Searcher:
         retired = self._retired()
         chunks = self.index.catalog.chunks(chunk_for.values())
         rel = self._relevance(q, tq, qvec, chunks, notes) if tq is not None else {}
-        sup_keys = [notes[key]["superseded_by"] for _, key, _ in top if notes[key]["superseded_by"]]
+        sup_keys = [notes[key].superseded_by for _, key, _ in top if notes[key].superseded_by]
         sup_paths = {k: k.split(":", 1)[1] for k in sup_keys}
         terms = highlight_terms(q.text)
         hits = []
@@ -419,26 +449,26 @@ class Searcher:
                 parts["written"] = f"{how['at']} from {how['from']}" + (
                     f", {how['ahead_days']:g} days ahead of now" if "ahead_days" in how else "")
                 scope = self.index.catalog.scope
-                if row["topic"] and (joined := scope.describe(scope(row["vault"], row["path"]))):
+                if row.topic and (joined := scope.describe(scope(row.vault, row.path))):
                     parts["chain"] = f"one chain of this topic across {joined}"
             ch = chunks.get(chunk_for[key])
-            text = ch["text"] if ch else row["preview"] or ""
+            text = ch.text if ch else row.preview or ""
             hits.append(Hit(
-                path=row["path"], vault=row["vault"],
-                line_start=ch["line_start"] if ch else 1, line_end=ch["line_end"] if ch else 1,
-                heading=ch["heading"] if ch else row["path"],
+                path=row.path, vault=row.vault,
+                line_start=ch.line_start if ch else 1, line_end=ch.line_end if ch else 1,
+                heading=ch.heading if ch else row.path,
                 score=round(score, 6),
-                current=row["superseded_by"] is None and not _retired_by(retired, key, q.as_of),
-                superseded_by=sup_paths.get(row["superseded_by"]),
+                current=row.superseded_by is None and not _retired_by(retired, key, q.as_of),
+                superseded_by=sup_paths.get(row.superseded_by),
                 retired=_retired_by(retired, key, q.as_of),
-                topic=row["topic"], tags=_json_list(row["tags"]), kind=row["kind"], date=row["date"],
-                importance=row["importance"],
+                topic=row.topic, tags=list(row.tags), kind=row.kind, date=row.date,
+                importance=row.importance,
                 snippet=make_snippet(text, terms, cfg.snippet_chars, unknown),
-                preview=row["preview"] or "",
-                changed=row["vault"] not in gone and _changed(vault_roots.get(row["vault"]), row),
-                vault_missing=True if row["vault"] in gone else None,
-                imported_by=imported.get(row["vault"], {}).get(row["path"]),
-                extra=extra_keys(json.loads(row["meta"] or "{}")),
+                preview=row.preview or "",
+                changed=row.vault not in gone and _changed(vault_roots.get(row.vault), row),
+                vault_missing=True if row.vault in gone else None,
+                imported_by=imported.get(row.vault, {}).get(row.path),
+                extra=extra_keys(row.meta),
                 explain=parts if q.explain else None,
                 section=_clip(text, q.section_chars) if q.section_chars else None,
                 relevance=rel[chunk_for[key]][0] if chunk_for[key] in rel else None,
@@ -519,13 +549,6 @@ def relevance(feats: dict[str, float], cfg) -> float:
     return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
 
-def _chunk_of(key: str, text_best: dict, vec_best: dict, ent_best: dict) -> str:
-    """The chunk a note is shown (and read) by: its best by words, else by meaning, else by
-    entity, else (a newer version brought in above a match) its first."""
-    best = text_best.get(key) or vec_best.get(key) or ent_best.get(key)
-    return best[0] if best else chunk_id(key, 0)
-
-
 def _newest_first_within_chains(scored: list, notes: dict, fetch: Callable[[set[str]], dict]) -> list:
     """With history shown, the current version of a fact must rank above every version it
     superseded, and each version above the older ones. A version keeps its own score; a newer
@@ -541,20 +564,20 @@ def _newest_first_within_chains(scored: list, notes: dict, fetch: Callable[[set[
 
     def root(key: str) -> str:
         seen = {key}
-        while (r := row(key)) is not None and r["superseded_by"] and r["superseded_by"] not in seen:
-            key = r["superseded_by"]
+        while (r := row(key)) is not None and r.superseded_by and r.superseded_by not in seen:
+            key = r.superseded_by
             seen.add(key)
         return key
 
     def recency(key: str) -> tuple:
         r = notes[key]
-        return (r["superseded_by"] is not None, -written_at(r), r["path"])
+        return (r.superseded_by is not None, -written_at(r), r.path)
 
     score = {key: s for s, key, _ in scored}
     parts = {key: p for _, key, p in scored}
     groups: dict[str, set[str]] = {}
     for _, key, _ in scored:
-        if notes.get(key) is not None and notes[key]["superseded_by"]:
+        if notes.get(key) is not None and notes[key].superseded_by:
             top = root(key)
             if row(top) is not None:
                 groups.setdefault(top, {top}).add(key)
@@ -565,7 +588,7 @@ def _newest_first_within_chains(scored: list, notes: dict, fetch: Callable[[set[
         for newer, older in reversed(list(zip(chain, chain[1:]))):
             if score[newer] <= score[older]:
                 score[newer] = score[older] * 1.001 + 1e-6
-                parts[newer]["newer_version_of_a_match"] = notes[older]["path"]
+                parts[newer]["newer_version_of_a_match"] = notes[older].path
     out = [(score[k], k, parts[k]) for k in score]
     out.sort(key=lambda x: (-x[0], x[1]))
     return out
@@ -618,12 +641,6 @@ def _clip(text: str, limit: int) -> str:
     return cut.rstrip() + " …"
 
 
-def _with(row, **changes) -> dict:
-    d = dict(row)
-    d.update(changes)
-    return d
-
-
 def _scaled(cos: float, lo: float, hi: float) -> float:
     """Cosine scaled to 0..1 over the candidate list (min-max), with the floor taken a little
     under the worst candidate so that a lone or last candidate still counts for something."""
@@ -631,8 +648,8 @@ def _scaled(cos: float, lo: float, hi: float) -> float:
     return max(0.0, (cos - lo) / ((hi - lo) or 1.0))
 
 
-def _best_per_note(hits: list[tuple[str, str, float]]) -> dict[str, tuple[str, float]]:
-    best: dict[str, tuple[str, float]] = {}
+def _best_per_note(hits: list[tuple[str, str, float]]) -> Best:
+    best: Best = {}
     for cid, key, score in hits:
         if key not in best or score > best[key][1]:
             best[key] = (cid, score)
@@ -640,10 +657,10 @@ def _best_per_note(hits: list[tuple[str, str, float]]) -> dict[str, tuple[str, f
 
 
 @functools.lru_cache(maxsize=4096)  # notes share their tag lists: "tags: [ops, deploy]" many times over
-def _tag_set(tags_json: str | None) -> frozenset[str]:
+def _tag_set(tags: tuple[str, ...]) -> frozenset[str]:
     """A note's tags as the filter matches them: case folded, and a nested tag under each of its
     parents too (`--tag project` finds #project/alpha, as Obsidian's tag search does)."""
-    return frozenset(normalize(t) for tag in json.loads(tags_json or "[]") for t in _tag_and_parents(tag))
+    return frozenset(normalize(t) for tag in tags for t in _tag_and_parents(tag))
 
 
 def _tag_and_parents(tag: str) -> list[str]:
@@ -652,18 +669,14 @@ def _tag_and_parents(tag: str) -> list[str]:
     return ["/".join(parts[:i]) for i in range(1, len(parts) + 1)]
 
 
-def _json_list(s: str | None) -> list[str]:
-    return list(json.loads(s)) if s else []
-
-
-def _changed(root, row) -> bool:
+def _changed(root: Path | None, row: NoteRecord) -> bool:
     if root is None:
         return True
     try:
-        st = os.stat(os.path.join(str(root), row["path"]))
+        st = os.stat(os.path.join(str(root), row.path))
     except OSError:
         return True
-    return (st.st_size, st.st_mtime_ns) != (row["size"], row["mtime_ns"])
+    return (st.st_size, st.st_mtime_ns) != (row.size, row.mtime_ns)
 
 
 @functools.lru_cache(maxsize=8192)  # a query's hits share their words: each pair is worked out once
