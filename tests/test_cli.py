@@ -244,7 +244,8 @@ def test_a_command_parsed_alone_reads_as_with_every_command_built(capsys):
     """A process builds the parser of the command it runs alone (all thirteen cost ~8 ms of every
     start, and the hooks start on every prompt): each must read and explain its arguments as
     the full parser does, and a wrong name still gets the list of commands."""
-    from vaultmem.cli import COMMANDS, build_parser, main
+    from vaultmem.cli import COMMANDS, main
+    from vaultmem.parser import build_parser
 
     def commands(parser):
         return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices

@@ -61,7 +61,7 @@ def test_every_documented_command_runs_as_printed(tmp_path):
                                                            "GEMINI_CLI_HOME", "VAULTMEM_STATE_DIR")}
     env.update({"HOME": str(home), "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(home / ".config"),
                 "VAULTMEM_SOCKET": str(tmp_path / "no-daemon.sock"), "COLUMNS": "100"})
-    from vaultmem.cli import build_parser
+    from vaultmem.parser import build_parser
     ran = 0
     for where, argv in documented_commands():
         argv = [a.replace("~", str(home)) if a.startswith("~") or "=~" in a else a for a in argv]
