@@ -5,6 +5,9 @@ agents.py's `claude_home()` and `codex_home()`, which read the agents' own varia
 receives a frozen `Settings`. Ranking weights and thresholds live here as data, not as literals
 in search code. The documented copy of every default is `config/vaultmem.toml`; a test keeps the two
 equal.
+
+About 540 lines: one frozen dataclass per section of the config file, each setting's meaning
+beside its default, and the one resolver.
 """
 
 from __future__ import annotations

@@ -10,6 +10,10 @@ chunks that contain the string; `tri`, the character trigrams of every word (uns
 positions), where a query word that no note has (a typo, another form of a word) is looked up
 instead; `entities`, the note's entity names for the entity bonus. Queries are always built in
 code; user text never reaches Tantivy's query parser.
+
+About 540 lines: the schema, the analysis and every kind of lookup (BM25, phrases, trigrams
+for unknown words, coverage, feedback terms) must agree on how each field is tokenised, so
+they stay together.
 """
 
 from __future__ import annotations
