@@ -35,34 +35,14 @@ sys.path.insert(0, str(ROOT))
 
 from vaultmem.client import Client, DaemonUnavailable, call  # noqa: E402
 
-EN = ("deploy release rollback database migration index cache latency queue worker schedule retry "
-      "timeout backup restore kubernetes docker terraform postgres redis kafka nginx grafana alert "
-      "incident review decision test coverage refactor module interface config secret token rotate "
-      "budget invoice ledger payment customer onboarding search ranking embedding vector memory agent").split()
-KO = ("배포 롤백 데이터베이스 마이그레이션 인덱스 캐시 지연 작업자 일정 재시도 백업 복구 장애 검토 결정 "
-      "테스트 리팩터링 설정 비밀 토큰 예산 결제 고객 검색 순위 임베딩 벡터 메모리 에이전트 서버").split()
-JA = ("デプロイ ロールバック データベース 移行 索引 キャッシュ 遅延 ワーカー 予定 再試行 バックアップ 復旧 "
-      "障害 レビュー 決定 テスト 設定 秘密 トークン 予算 支払い 顧客 検索 順位 埋め込み ベクトル 記憶").split()
-
+sys.path.insert(0, str(ROOT / "bench"))
+from vaultgen import EN, JA, KO, make_note  # noqa: E402
 
 # A user's Python writes each module's bytecode once and reuses it. A sandbox that forbids that
 # (PYTHONDONTWRITEBYTECODE) makes every fresh process compile each module changed since the last
 # write, 10-20 ms that say more about the sandbox than about vaultmem: the fresh processes timed
 # here may write it, and each loop starts with one untimed run that does.
 FRESH_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-
-
-def make_note(rng: random.Random, i: int) -> str:
-    lang = rng.choice(["en", "en", "ko", "ja"])
-    words = {"en": EN, "ko": KO, "ja": JA}[lang]
-    sep = "" if lang == "ja" else " "
-    topic = f"topic-{rng.randrange(3000)}"
-    paras = []
-    for _ in range(rng.randint(2, 4)):
-        sent = [sep.join(rng.choice(words) for _ in range(rng.randint(6, 14))) for _ in range(rng.randint(1, 3))]
-        paras.append(("。" if lang == "ja" else ". ").join(sent) + ("。" if lang == "ja" else "."))
-    return (f"---\ntopic: {topic}\ntags: [{lang}, {rng.choice(EN)}]\ndate: 2026-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}\n---\n"
-            f"# Note {i}\n\n" + "\n\n".join(paras) + "\n")
 
 
 def atomic_save(path: Path, text: str) -> None:
