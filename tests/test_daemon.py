@@ -929,3 +929,32 @@ def test_a_client_of_another_home_is_not_answered_from_the_first_homes_index_wit
     r = run_cli("query", "ocelot", "--json", env=e)
     assert r.returncode == 0 and [h["path"] for h in json.loads(r.stdout)["hits"]] == ["memory/b.md"], r.stderr
     assert f"keeps {daemon.state}, not {home2}/.local/state/vaultmem; answering in-process" in r.stderr, r.stderr
+
+
+@pytest.mark.slow
+def test_a_first_index_answers_by_words_at_once_and_embeds_the_vectors_in_the_background(daemon, tmp_path):
+    """A reconcile with [daemon] vectors_later_at chunks or more to embed is ready once the
+    notes are read; between batches the writer embeds them, says how far it is, and answers
+    that could use meaning say which notes have no vector yet. An edit, a small batch, is
+    embedded at once."""
+    cfg = tmp_path / "vaultmem.toml"
+    cfg.write_text("[daemon]\nvectors_later_at = 20\n")
+    daemon.extra_env = {"VAULTMEM_CONFIG": str(cfg)}
+    for i in range(80):
+        atomic_save(daemon.vault / f"memory/n{i:02d}.md", note(f"fruit {i}", f"the quince harvest {i} came early\n"))
+    daemon.start()
+    st = daemon.request({"op": "status"})
+    assert "vectors of 80 notes to embed in the background" in st["last_reconcile"]["summary"]
+    first = daemon.request({"op": "query", "text": "quince harvest", "k": 80})
+    assert len(first["hits"]) == 80  # every note, by its words
+    if first.get("without_vectors"):
+        assert "no vector yet" in first["incomplete"] and sum(bool(h.get("no_vector")) for h in first["hits"]) \
+            == first["without_vectors"]
+    daemon.wait_for(lambda: daemon.request({"op": "status"})["vectors_to_embed"] == 0, timeout=60)
+    done = daemon.request({"op": "query", "text": "quince harvest", "k": 80})
+    assert len(done["hits"]) == 80 and "incomplete" not in done and not any(h.get("no_vector") for h in done["hits"])
+    assert daemon.request({"op": "query", "text": "when was the quince crop", "mode": "vector"})["hits"]
+    assert "vectors of 80 notes embedded in" in daemon.log.read_text()
+    atomic_save(daemon.vault / "memory/new.md", note("pear", "a pear tree by the gate\n"))
+    daemon.wait_for(lambda: daemon.paths("pear gate") == ["memory/new.md"])
+    assert daemon.request({"op": "status"})["vectors_to_embed"] == 0

@@ -820,3 +820,70 @@ def test_the_vector_table_is_made_once_when_threads_open_it_at_once(env):
         finally:
             reader.close()
     assert errors == [] and len(got) == 4 and all(v is got[0] for v in got), errors
+
+
+def _vectors_by_chunk(idx) -> dict:
+    import numpy as np
+    got = idx.vectors.table.to_arrow()
+    return dict(zip(got["chunk"].to_pylist(), (np.asarray(v, dtype=np.float32) for v in got["vector"].to_pylist())))
+
+
+def test_a_big_batch_is_searchable_by_words_at_once_and_gets_the_same_vectors_later(env, tmp_path):
+    """[daemon] vectors_later_at: a batch with that many chunks to embed writes its notes
+    without vectors (searchable by words, said in every answer that could use meaning) and
+    fill_vectors embeds them afterwards from what the catalog keeps: the same vectors as an
+    index that embedded them at once, and the engines check out at every step."""
+    import numpy as np
+    from vaultmem import integrity
+    from vaultmem.query import Query
+    from vaultmem.search import Searcher
+    for i in range(9):
+        env.write(f"memory/n{i}.md", note(f"orchard {i}", f"# Kiwi {i}\n\nthe **kiwi** orchard [row](http://x) {i} "
+                                          f"needs water\n\n## More\n\nsecond section {i}\n"))
+    with VaultIndex(env.settings(), writable=True) as idx:
+        idx.vectors_later_at = 1
+        report = idx.sync(list(env.settings().vaults))
+        assert report.vectors_later == 9 and report.chunks_embedded == 0
+        assert idx.vectors.count() == 0 and idx.catalog.unembedded_count() == 9
+        assert integrity.engine_problems(idx) == {}
+        hits, info = Searcher(idx, None).search(Query(text="kiwi orchard", record=False))
+        assert len(hits) == 9 and all(h.no_vector for h in hits) and info["without_vectors"] == 9
+        assert Searcher(idx, None).search(Query(text="kiwi orchard", mode="vector", record=False))[0] == []
+        assert "without_vectors" not in Searcher(idx, None).search(Query(text="kiwi", mode="text", record=False))[1]
+        assert idx.fill_vectors(4) == 4 and idx.catalog.unembedded_count() == 5
+        assert integrity.engine_problems(idx) == {}  # a note has all its vectors or none
+        while idx.fill_vectors(4):
+            pass
+        assert integrity.engine_problems(idx) == {} and idx.status()["vectors_to_embed"] == 0
+        later = _vectors_by_chunk(idx)
+        hits, info = Searcher(idx, None).search(Query(text="kiwi orchard", record=False))
+        assert len(hits) == 9 and not any(h.no_vector for h in hits) and "without_vectors" not in info
+    env.overrides = {"state_dir": str(tmp_path / "at-once")}
+    with VaultIndex(env.settings(), writable=True) as idx:
+        idx.sync(list(env.settings().vaults))
+        at_once = _vectors_by_chunk(idx)
+    assert later.keys() == at_once.keys() and len(later) == 18
+    assert all(np.allclose(later[c], at_once[c], atol=1e-3) for c in later)  # float16 in the table
+
+
+def test_a_fill_cut_short_is_redone_and_an_index_in_this_process_leaves_no_note_without_vectors(env, monkeypatch):
+    from vaultmem import integrity
+    from vaultmem.catalog import Catalog
+    for i in range(6):
+        env.write(f"memory/n{i}.md", note(f"t{i}", f"plum tree {i}\n"))
+    with VaultIndex(env.settings(), writable=True) as idx:
+        idx.vectors_later_at = 1
+        idx.sync(list(env.settings().vaults))
+
+        def killed(self, keys):
+            raise RuntimeError("killed")
+        monkeypatch.setattr(Catalog, "embedded", killed)
+        with pytest.raises(RuntimeError):
+            idx.fill_vectors(3)  # the vector table has them, the catalog not yet
+        monkeypatch.undo()
+        assert len(idx.catalog.pending()) == 3 and idx.catalog.unembedded_count() == 6
+    with VaultIndex(env.settings(), writable=True) as idx:  # `vaultmem index`: vectors_later_at is 0
+        report = idx.sync(list(env.settings().vaults))
+        assert report.updated == 3 and not report.repaired
+        assert idx.catalog.unembedded_count() == 0 and not idx.catalog.pending()
+        assert idx.vectors.count() == 6 and integrity.engine_problems(idx) == {}

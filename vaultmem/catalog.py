@@ -55,6 +55,9 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_note ON chunks(note);
 CREATE TABLE IF NOT EXISTS pending (key TEXT PRIMARY KEY);
+-- notes whose chunks have no vectors yet: a first index makes text search ready first and
+-- embeds these in the background (VaultIndex.fill_vectors); a note has all its vectors or none
+CREATE TABLE IF NOT EXISTS unembedded (note TEXT PRIMARY KEY);
 """
 
 
@@ -162,6 +165,9 @@ class ChunkRecord(NamedTuple):
     hash: str  # of the text embedded (the vector's key)
 
 
+_CHUNK_COLUMNS = ", ".join(ChunkRecord._fields)
+
+
 class Mark(NamedTuple):
     """A note whose `superseded_by` frontmatter line disagrees with its state (Catalog.marks)."""
     key: str
@@ -250,6 +256,7 @@ class Catalog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = connect(path, read_when_full=not writer)
         self._superseded: tuple[tuple[int, int], frozenset[str]] | None = None
+        self._unembedded: tuple[tuple[int, int], frozenset[str]] | None = None
         # a note's chain scope (supersession.Scopes): its vault unless the index says otherwise
         self.scope = Scopes({})
         self.db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
@@ -268,7 +275,7 @@ class Catalog:
             # an older layout: start over (the notes are the truth; the caller re-indexes)
             log.warning("the index in %s has an older layout; it is made again from the notes", path.parent)
             self.db.executescript("DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS chunks; "
-                                  "DROP TABLE IF EXISTS pending; DELETE FROM meta;")
+                                  "DROP TABLE IF EXISTS pending; DROP TABLE IF EXISTS unembedded; DELETE FROM meta;")
             self.was_reset = True
         self.db.executescript(SCHEMA)
         if self.get_meta("schema") != SCHEMA_VERSION:  # a reader writes nothing on an index of this layout
@@ -327,6 +334,29 @@ class Catalog:
         with transaction(self.db):
             self.db.executemany("INSERT OR IGNORE INTO pending VALUES (?)", [(k,) for k in keys])
 
+    def unembedded(self, limit: int | None = None) -> list[str]:
+        """Notes without vectors yet, the ones a query most likely wants first: current before
+        superseded, newest first."""
+        sql = """SELECT u.note FROM unembedded u JOIN notes n ON n.key = u.note
+                 ORDER BY n.superseded_by IS NOT NULL, coalesce(n.date_ts, n.mtime_ns / 1e9) DESC, u.note"""
+        return [r[0] for r in self.db.execute(sql + (f" LIMIT {int(limit)}" if limit else ""))]
+
+    def unembedded_count(self) -> int:
+        return self.db.execute("SELECT COUNT(*) FROM unembedded").fetchone()[0]
+
+    def unembedded_set(self) -> frozenset[str]:
+        """The notes without vectors yet; the same object until the catalog changes."""
+        v = self.version()
+        if self._unembedded is None or self._unembedded[0] != v:
+            self._unembedded = (v, frozenset(r[0] for r in self.db.execute("SELECT note FROM unembedded")))
+        return self._unembedded[1]
+
+    def embedded(self, keys: Iterable[str]) -> None:
+        """These notes have their vectors now (and are pending no more: VaultIndex.fill_vectors)."""
+        with transaction(self.db):
+            self.db.executemany("DELETE FROM unembedded WHERE note=?", [(k,) for k in keys])
+            self.db.executemany("DELETE FROM pending WHERE key=?", [(k,) for k in keys])
+
     def size(self) -> int:
         """Rows in the notes table (indexed and skipped)."""
         return self.db.execute("SELECT COUNT(*) FROM notes").fetchone()[0]
@@ -337,17 +367,20 @@ class Catalog:
             self.db.execute("DELETE FROM chunks")
             self.db.execute("DELETE FROM notes")
             self.db.execute("DELETE FROM pending")
+            self.db.execute("DELETE FROM unembedded")
 
     def write(self, notes: list[tuple[Note, int, int, str, list[str]]],
               skipped: list[tuple[str, str, str, int, int, str | None, str]],
               removed: Iterable[str], done: Iterable[str],
-              touched: Iterable[tuple[str, int, int]] = (), chains: str = "touched") -> None:
+              touched: Iterable[tuple[str, int, int]] = (), chains: str = "touched",
+              unembedded: Iterable[str] = ()) -> None:
         """One transaction: upsert `notes` (note, size, mtime_ns, hash, chunk hashes), record
         `skipped` (key, vault, path, size, mtime_ns, hash, reason), drop `removed`, give the
         `touched` files (key, size, mtime_ns: same bytes, new stat) their stat, clear `done`
-        from pending, and derive supersession again: of the chains these files were and are
-        in (`chains="touched"`), or of every note (`"all"`). A reader never sees a note
-        written and its chain not yet: a new note beside the one it supersedes, both current."""
+        from pending, list the `unembedded` notes (written without vectors), and derive
+        supersession again: of the chains these files were and are in (`chains="touched"`),
+        or of every note (`"all"`). A reader never sees a note written and its chain not yet: a
+        new note beside the one it supersedes, both current."""
         now = time.time()
         touched = list(touched)
         keys = [n.key for n, *_ in notes] + [s[0] for s in skipped] + list(removed)
@@ -356,6 +389,8 @@ class Catalog:
             before = self.affected(changed) if chains == "touched" else None
             self.db.executemany("DELETE FROM chunks WHERE note=?", [(k,) for k in keys])
             self.db.executemany("DELETE FROM notes WHERE key=?", [(k,) for k in keys])
+            self.db.executemany("DELETE FROM unembedded WHERE note=?", [(k,) for k in keys])
+            self.db.executemany("INSERT INTO unembedded VALUES (?)", [(k,) for k in unembedded])
             for note, size, mtime_ns, digest, hashes in notes:
                 self.db.execute(
                     "INSERT INTO notes VALUES (?,?,?,?,?,?,'ok',NULL,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?,?,?)",
@@ -534,9 +569,14 @@ class Catalog:
         return [r[0] for r in self.db.execute(sql + " ORDER BY key", args)
                 if scope is None or self.scope(r[1], r[2]) == scope]
 
+    def chunks_of(self, keys: Iterable[str]) -> list[ChunkRecord]:
+        """Every chunk of these notes, in order."""
+        return sorted((ChunkRecord(*r) for r in self._rows(f"SELECT {_CHUNK_COLUMNS} FROM chunks", "note", keys)),
+                      key=lambda ch: (ch.note, ch.ord))
+
     def chunks(self, ids: Iterable[str]) -> dict[str, ChunkRecord]:
         return {r[0]: ChunkRecord(*r) for r in self._rows(
-            "SELECT id, note, ord, heading, line_start, line_end, text, hash FROM chunks", "id", ids)}
+            f"SELECT {_CHUNK_COLUMNS} FROM chunks", "id", ids)}
 
     def counts(self) -> dict[str, int]:
         """Read from the notes_counts index, not the rows: `status` is asked for while a first

@@ -290,6 +290,10 @@ def cmd_status(args: argparse.Namespace) -> int:
             p = st["progress"]
             print(f"reading notes: {p['files_read']:,} of {p['files_to_read']:,} files, "
                   f"{p['chunks_embedded']:,} chunks embedded")
+        if st.get("vectors_progress"):
+            vp = st["vectors_progress"]
+            print(f"embedding in the background: vectors of {vp['notes_embedded']:,} of {vp['notes_to_embed']:,} "
+                  "notes (the others are found by their words only meanwhile)")
         if st.get("last_reconcile"):
             lr = st["last_reconcile"]
             print(f"last reconcile {lr['at']} ({lr['reason']}): {lr['summary']}")
@@ -312,6 +316,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"the config file {st['config_file']} changed since the daemon read it: "
                   f"`systemctl --user reload vaultmem` (or `kill -HUP {st['pid']}`) applies it")
     print(f"state dir: {st['state_dir']}")
+    if st.get("vectors_to_embed") and not st.get("vectors_progress"):
+        print(f"{st['vectors_to_embed']:,} notes have no vectors yet: they are found by their words only until "
+              "the daemon embeds them (or `vaultmem index` does)")
     if st.get("incomplete") and st.get("ready", True):  # a daemon still starting said so above
         print(f"answers may be incomplete: {st['incomplete']}")
     for v in st["vaults"]:

@@ -87,7 +87,7 @@ class _Context(ops.Context):
             "rebuilding": d.rebuilding, "generation": d.generation,
             "pending": status["pending"] + d.writer.pending(),  # the writer's queue, and half-indexed notes
             "socket": d.socket_path, "last_reconcile": d.writer.last_reconcile, "watch": d.watches.status,
-            "write_failure": d.writer.write_failure,
+            "write_failure": d.writer.write_failure, "vectors_progress": d.writer.vectors_progress,
             "last_inventory": _iso(inventory.last_saved(d.settings.state_dir)),
             "uptime_s": round(time.time() - d.started, 1),
             "config_file": str(d._config_path), "config_changed": d.config_changed(),

@@ -39,7 +39,7 @@ from .embedders import E5Embedder, Embedder, UseEmbedder, make_embedder
 from .errors import (DatabaseUnreadable, DiskFullError, EmbedderMismatchError, IndexBusy, IndexDamagedError,
                      IndexMissingError, UsageError, VaultmemError, is_disk_full)
 from .fulltext import FullText
-from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, parse_note
+from .notes import PIPELINE_VERSION, Note, Unreadable, content_hash, embed_text, embed_text_of, parse_note
 from . import imports, integrity, private, writing
 from .scan import ScannedFile, is_note_path, is_under, scan_vault, stat_file
 from .supersession import Scopes
@@ -57,6 +57,7 @@ class SyncReport:
     skipped: int = 0
     chunks_embedded: int = 0
     chunks_reused: int = 0
+    vectors_later: int = 0  # notes written without vectors, embedded in the background (fill_vectors)
     marked: int = 0  # notes whose superseded_by line was written (mark_superseded)
     seconds: float = 0.0
     problems: dict[str, str] = field(default_factory=dict)
@@ -73,7 +74,7 @@ class SyncReport:
             f"{self.files} files: {self.added} added, {self.updated} updated, {self.removed} removed, "
             f"{self.unchanged} unchanged, {self.skipped} skipped; {self.chunks_embedded} chunks embedded, "
             f"{self.chunks_reused} reused; {self.seconds:.2f}s"
-        ) + (f"; {len(self.moved)} moved" if self.moved else "") + (
+        ) + (f"; vectors of {self.vectors_later} notes to embed in the background" if self.vectors_later else "") + (f"; {len(self.moved)} moved" if self.moved else "") + (
             f"; superseded_by line updated in {self.marked} note{'s' if self.marked != 1 else ''}" if self.marked else "") + (
             f"; vault {', '.join(self.missing)} not found, its notes kept as last indexed" if self.missing else "") + (
             f"; made again from the notes: the {' and the '.join(integrity.PART[p] for p in self.repaired)}"
@@ -165,6 +166,9 @@ class VaultIndex:
         # table twice when a query came during its first index ("Table 'chunks' already exists")
         self._vectors_lock = threading.Lock()
         self._vectors_owner = share_vectors_of
+        # a batch that must embed this many chunks or more writes its notes without vectors,
+        # for fill_vectors to embed later (0: never; the daemon's writer sets it)
+        self.vectors_later_at = 0
         self._embedder: Embedder | None = None
         self._model_cache = model_cache
         self._marking = False  # re-reading the notes mark_superseded wrote
@@ -443,6 +447,8 @@ class VaultIndex:
         for attempt in (1, 2):
             try:
                 report = self._sync(vaults, progress)
+                if not self.vectors_later_at:  # an index in this process ends with every vector
+                    self._fill_all()
             except IndexDamagedError as err:
                 problems = self.check() or {"fulltext" if "full-text" in str(err) else "vectors": str(err)}
             else:
@@ -753,6 +759,7 @@ class VaultIndex:
         if not (keys or gone or same):
             return False
         hashes: list[list[str]] = []
+        later: set[str] = set()
         if keys or gone:  # same bytes alone change the catalog only (an mtime orders an undated chain)
             self.catalog.mark_pending(keys + gone)
 
@@ -761,27 +768,65 @@ class VaultIndex:
             wanted = {h for hs in hashes for h in hs}
             have = self.vectors.vectors_for_hashes(wanted)
             missing = sorted(wanted - set(have))
+            if missing and self.vectors_later_at and len(missing) >= self.vectors_later_at:
+                # searchable by words now; the vectors are filled in by fill_vectors
+                gap = set(missing)
+                later = {n.key for (n, _, _), hs in zip(notes, hashes) if gap.intersection(hs)}
+                missing = []
+                report.vectors_later += len(later)
             if missing:
                 text_of = {h: t for ts, hs in zip(texts, hashes) for t, h in zip(ts, hs)}
                 vecs = self.embedder.embed([text_of[h] for h in missing])
                 have.update(zip(missing, vecs))
             report.chunks_embedded += len(missing)
-            report.chunks_reused += sum(len(hs) for hs in hashes) - len(missing)
+            report.chunks_reused += sum(len(hs) for (n, _, _), hs in zip(notes, hashes) if n.key not in later) - len(missing)
 
             rows: list[tuple[str, str, str, np.ndarray]] = []
             self.fulltext.delete_notes(keys + gone)
             for (note, _, _), hs in zip(notes, hashes):
                 ids = [chunk_id(note.key, c.ord) for c in note.chunks]
                 self.fulltext.add_note(note, ids)
-                rows.extend((cid, note.key, h, have[h]) for cid, h in zip(ids, hs))
+                if note.key not in later:  # a note has all its vectors or none
+                    rows.extend((cid, note.key, h, have[h]) for cid, h in zip(ids, hs))
             self.fulltext.commit()
             self.vectors.replace(set(keys) | set(gone), rows)
             self._wrote_vectors()
         self.catalog.write(
             [(n, s.size, s.mtime_ns, d, hs) for (n, s, d), hs in zip(notes, hashes)], skipped, gone, keys + gone,
-            same, chains)
+            same, chains, unembedded=later)
         report.removed += len(gone)
         return True
+
+    @_writes
+    def fill_vectors(self, max_notes: int = 32) -> int:
+        """Embed the vectors of up to `max_notes` notes written without them (current and newest
+        first, from what the catalog keeps of their chunks); returns how many got theirs.
+        Crash-safe as a sync batch: the notes are pending while the vector table changes, so a
+        fill cut short is redone by the next sync."""
+        keys = self.catalog.unembedded(max_notes)
+        if not keys:
+            return 0
+        records = self.catalog.notes(keys)
+        chunks = [ch for ch in self.catalog.chunks_of(keys) if ch.note in records]
+        text_of = {ch.hash: embed_text_of(ch.heading, ch.ord, ch.text, records[ch.note].topic, records[ch.note].summary)
+                   for ch in chunks}
+        have = self.vectors.vectors_for_hashes(set(text_of))
+        missing = sorted(set(text_of) - set(have))
+        if missing:
+            have.update(zip(missing, self.embedder.embed([text_of[h] for h in missing])))
+        self.catalog.mark_pending(keys)
+        self.vectors.replace(set(keys), [(ch.id, ch.note, ch.hash, have[ch.hash]) for ch in chunks])
+        self._wrote_vectors()
+        self.catalog.embedded(keys)
+        return len(keys)
+
+    def _fill_all(self) -> None:
+        """Embed every note left without vectors (by a daemon stopped before it had)."""
+        if total := self.catalog.unembedded_count():
+            t = time.perf_counter()
+            while self.fill_vectors(256):
+                pass
+            log.info("embedded the vectors of %d notes left without them in %.1f s", total, time.perf_counter() - t)
 
     @_writes
     def rebuild(self) -> None:
@@ -813,6 +858,7 @@ class VaultIndex:
             "vaults": self.vault_status(self.served() if vaults is None else vaults),
             **counts,
             "pending": len(self.catalog.pending()),
+            "vectors_to_embed": self.catalog.unembedded_count(),  # notes searchable by words only, for now
             "embedder": ident,
             "dim": dim,
             "skipped_files": [{"key": r.key, "reason": r.reason} for r in self.catalog.skipped()],

@@ -707,12 +707,16 @@ def parse_note(vault: str, path: str, data: bytes, *, chunk_chars: int = 1500,
 def index_text(note: Note, chunk: Chunk) -> str:
     """What the full-text index reads for a chunk: its heading path and text; the first chunk
     also carries the note's topic and summary so that a note is found by what it is about."""
-    head = chunk.heading
-    if chunk.ord == 0:
-        extra = " ".join(x for x in (note.topic or "", note.summary) if x)
+    return _index_text(chunk.heading, chunk.ord, chunk.text, note.topic, note.summary)
+
+
+def _index_text(heading: str, ord: int, text: str, topic: str | None, summary: str | None) -> str:
+    head = heading
+    if ord == 0:
+        extra = " ".join(x for x in (topic or "", summary or "") if x)
         if extra:
             head = f"{head}\n{extra}"
-    return f"{head}\n{chunk.text}"
+    return f"{head}\n{text}"
 
 
 # Markdown markup a sentence encoder reads as words: bold/underline markers, backticks, and a
@@ -728,6 +732,12 @@ def embed_text(note: Note, chunk: Chunk) -> str:
     in _EMPHASIS and _LINK: vector R@5 LoCoMo turns 0.618 -> 0.642, session 0.747 -> 0.786,
     JSQuAD 0.853 unchanged; hybrid 0.897 -> 0.896, 0.955 -> 0.959, 0.970 unchanged."""
     return _LINK.sub(r"\1", _EMPHASIS.sub("", index_text(note, chunk)))
+
+
+def embed_text_of(heading: str, ord: int, text: str, topic: str | None, summary: str | None) -> str:
+    """embed_text from what the catalog keeps of a chunk and its note (the vectors filled in
+    after a first index that made text search ready first)."""
+    return _LINK.sub(r"\1", _EMPHASIS.sub("", _index_text(heading, ord, text, topic, summary)))
 
 
 def content_hash(text: str) -> str:

@@ -143,6 +143,10 @@ def query(ctx: Context, req: dict) -> dict:
         out = {"ok": True, "hits": [h.to_json() for h in hits], **info}
         if why := ctx.incomplete():  # asked while the index read is the one that answered
             out["incomplete"] = why
+        elif n := info.get("without_vectors"):
+            out["incomplete"] = (f"{n:,} note{'s have' if n != 1 else ' has'} no vector yet, found by words "
+                                 "only until the daemon has embedded them in the background (`vaultmem index` "
+                                 "does it at once)")
         return out
     return ctx.read(run)
 

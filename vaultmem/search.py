@@ -78,10 +78,11 @@ class Hit:
     section: str | None = field(default=None)  # the matching chunk's text, when asked for
     relevance: float | None = field(default=None)  # the chance it answers the query (relevance()); None: a listing
     vault_missing: bool | None = field(default=None)  # True: its vault's directory is not there (as last indexed)
+    no_vector: bool | None = field(default=None)  # True: not embedded yet (found by its words alone)
 
     def to_json(self) -> dict[str, Any]:
         d = asdict(self)
-        for optional in ("explain", "section", "relevance", "vault_missing"):
+        for optional in ("explain", "section", "relevance", "vault_missing", "no_vector"):
             if d[optional] is None:
                 del d[optional]
         return d
@@ -482,6 +483,11 @@ class Searcher:
         info: dict[str, Any] = {"took_ms": round((time.perf_counter() - t0) * 1000, 2)}
         if unknown:
             info["unknown_words"] = unknown
+        if q.mode != "text" and q.text.strip() and (unembedded := self.index.catalog.unembedded_set()):
+            info["without_vectors"] = len(unembedded)  # notes a meaning-only match cannot find yet
+            for h in hits:
+                if f"{h.vault}:{h.path}" in unembedded:
+                    h.no_vector = True
         return hits, info
 
     def _fuse(self, text_best: dict, vec_best: dict, mode: str, explain: bool = False) -> dict[str, tuple[float, dict]]:

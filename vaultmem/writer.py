@@ -1,7 +1,9 @@
 """The daemon's writer: one thread that owns the writable index and applies every change in
 batches: the paths the watches report (a burst becomes one batch), full reconciles (at start-up,
 on a schedule, after lost events or a failed batch), upkeep (compaction), and the write
-requests of clients (`call` work: remember, forget, reindex). A batch that fails is retried
+requests of clients (`call` work: remember, forget, reindex). When nothing else waits, it embeds
+the vectors of notes a big batch wrote without them ([daemon] vectors_later_at: a first index
+is searchable by words at parsing speed), a few notes at a time, so an edit never waits long. A batch that fails is retried
 after a growing wait; what was left undone is pending in the catalog and redone by the next
 reconcile. After each batch that changed something the daemon's reader is refreshed
 (`refresh`), so a query sees all of a batch or none of it.
@@ -32,6 +34,8 @@ log = logging.getLogger("vaultmem.daemon")
 
 RETRY_MAX_SECONDS = 300.0  # the longest wait before a reconcile after failed write batches
 PROGRESS_SECONDS = 10.0  # how often a long reconcile says how far it is
+FILL_NOTES = 32  # notes given their vectors in one step (~0.3 s): an edit waits no longer than that
+FILL_RETRY_SECONDS = 60.0  # after a failed step, the next one waits this long
 
 
 def _iso(ts: float | None) -> str | None:
@@ -79,6 +83,13 @@ class Writer:
         # row sets the wait before the retry: 0, 1, 2, 4 ... RETRY_MAX_SECONDS s
         self.write_failure: dict[str, Any] | None = None
         self._retry: threading.Timer | None = None
+        # notes written without vectors, embedded between batches: how many are left, and how
+        # many there were when the filling began (the progress line)
+        index.vectors_later_at = settings.daemon.vectors_later_at
+        self.vectors_left = index.catalog.unembedded_count()
+        self._fill_from = self.vectors_left
+        self._fill_started = time.monotonic()
+        self._fill_paused_until = 0.0
         every = index.imported_all()
         self.imported = {name: frozenset(every.get(name, ())) for name in vaults}  # as last indexed
         self._thread: threading.Thread | None = None
@@ -127,7 +138,11 @@ class Writer:
     def _loop(self) -> None:
         debounce = self.settings.daemon.debounce_ms / 1000.0
         while True:
-            batch = [self.queue.get()]
+            first = self._next()
+            if first is None:
+                self._fill_step()
+                continue
+            batch = [first]
             self._drain(batch)
             if debounce and any(w.kind == "path" for w in batch):
                 time.sleep(debounce)  # the rest of an editor's save (temp file, rename) arrives
@@ -150,11 +165,67 @@ class Writer:
                 if not stop:
                     self._retry_after(delay)
             self.in_flight = 0
+            self._count_vectors_left()
             for w in batch:
                 if w.done is not None:
                     w.done.set()
             if stop:
                 return
+
+    def _next(self) -> Work | None:
+        """The next work to do; None when notes wait for their vectors and nothing else is
+        asked (a fill step is due)."""
+        if not self.vectors_left:
+            return self.queue.get()
+        wait = self._fill_paused_until - time.monotonic()
+        try:
+            return self.queue.get(timeout=wait) if wait > 0 else self.queue.get_nowait()
+        except queue.Empty:
+            return None
+
+    def _count_vectors_left(self) -> None:
+        left = self.index.catalog.unembedded_count()
+        if left > self.vectors_left or not self.vectors_left:  # a new backlog: its progress from here
+            self._fill_from, self._fill_started = left, time.monotonic()
+        self.vectors_left = left
+
+    def _fill_step(self) -> None:
+        """Embed the vectors of a few notes that have none yet, and let the readers see them."""
+        try:
+            with heap.bulk_heap():
+                self.index.fill_vectors(FILL_NOTES)
+        except Exception as err:  # the notes stay searchable by words; tried again later
+            self._fill_paused_until = time.monotonic() + FILL_RETRY_SECONDS
+            if is_disk_full(err):
+                log.error("%s; embedding the notes left without vectors waits %.0f s", err, FILL_RETRY_SECONDS)
+            else:
+                log.exception("embedding the vectors of notes left without them failed; tried again in %.0f s",
+                              FILL_RETRY_SECONDS)
+            return
+        self.vectors_left = self.index.catalog.unembedded_count()
+        self.refresh()
+        done = self._fill_from - self.vectors_left
+        now = time.monotonic()
+        if not self.vectors_left:
+            line = f"vectors of {self._fill_from:,} notes embedded in {now - self._fill_started:.1f} s"
+            log.info("%s", line)
+            heap.return_free_memory()
+            self.enqueue(Work("optimize"))  # hundreds of small appends: compact them, as after a bulk load
+            if self._progress_told:
+                self._progress_told = not sd_notify(f"STATUS=watching {len(self.vaults)} vault(s); {line}")
+        elif now - self._progress_said >= PROGRESS_SECONDS:
+            self._progress_said = now
+            line = (f"embedding in the background: vectors of {done:,} of {self._fill_from:,} notes "
+                    "(searchable by words meanwhile)")
+            log.info("%s", line)
+            self._progress_told = sd_notify(f"STATUS={line}") or self._progress_told
+
+    @property
+    def vectors_progress(self) -> dict[str, int] | None:
+        """For status while notes wait for their vectors."""
+        if not self.vectors_left:
+            return None
+        return {"notes_embedded": self._fill_from - self.vectors_left, "notes_to_embed": self._fill_from}
 
     def read_all(self) -> SyncReport:
         """A full reconcile of the vaults, its progress kept for status and told as it goes."""
