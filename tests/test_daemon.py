@@ -933,7 +933,7 @@ def test_a_client_of_another_home_is_not_answered_from_the_first_homes_index_wit
 
 @pytest.mark.slow
 def test_a_first_index_answers_by_words_at_once_and_embeds_the_vectors_in_the_background(daemon, tmp_path):
-    """A reconcile with [daemon] vectors_later_at chunks or more to embed is ready once the
+    """A reconcile that reads [daemon] vectors_later_at notes or more is ready once the
     notes are read; between batches the writer embeds them, says how far it is, and answers
     that could use meaning say which notes have no vector yet. An edit, a small batch, is
     embedded at once."""

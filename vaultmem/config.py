@@ -98,7 +98,7 @@ DEFAULTS: dict[str, Any] = {
         "max_request_bytes": 1_048_576,
         "client_idle_seconds": 30.0,
         "max_clients": 128,
-        "vectors_later_at": 500,  # chunks to embed in one batch; 0: never later
+        "vectors_later_at": 200,  # notes read in one reconcile; 0: never later
     },
     "memory": {
         "dir": "memory",  # where `vaultmem remember` writes, inside the vault

@@ -166,8 +166,8 @@ class VaultIndex:
         # table twice when a query came during its first index ("Table 'chunks' already exists")
         self._vectors_lock = threading.Lock()
         self._vectors_owner = share_vectors_of
-        # a batch that must embed this many chunks or more writes its notes without vectors,
-        # for fill_vectors to embed later (0: never; the daemon's writer sets it)
+        # a sync or update that reads this many notes or more writes them without vectors, for
+        # fill_vectors to embed later (0: never; the daemon's writer sets it)
         self.vectors_later_at = 0
         self._embedder: Embedder | None = None
         self._model_cache = model_cache
@@ -638,13 +638,16 @@ class VaultIndex:
         added: dict[str, list[str]] = {}  # digest -> keys of new files with those bytes
         starts = range(0, len(todo), batch) or [0]
         wrote = False
+        # many notes to read (a first index, a vault added): searchable by words first, the
+        # vectors embedded afterwards (fill_vectors)
+        later = bool(self.vectors_later_at) and len(todo) >= self.vectors_later_at
         if progress and todo:
             progress(0, len(todo), 0)  # how much there is to read, before the first batch's minute
         for i in starts:  # what is gone leaves in the last batch's commit: a move is one commit,
             # so a reader never finds the note under both paths, nor under neither
             last = i == starts[-1]
             wrote = self._sync_batch(todo[i : i + batch], known, redo, report, added, gone if last else [],
-                                     "all" if whole and last else "touched")
+                                     "all" if whole and last else "touched", later)
             if progress and todo:
                 progress(min(i + batch, len(todo)), len(todo), report.chunks_embedded)
         if gone:
@@ -714,10 +717,11 @@ class VaultIndex:
             return None, f"cannot read: {err.strerror}"
 
     def _sync_batch(self, files: list[ScannedFile], known: dict, pending: set[str], report: SyncReport,
-                    added: dict[str, list[str]], gone: list[str], chains: str) -> bool:
+                    added: dict[str, list[str]], gone: list[str], chains: str, vectors_later: bool = False) -> bool:
         """Read, embed and write `files`, and remove the `gone` keys, in one commit of each
-        store; the catalog's also re-derives supersession (`chains`, as Catalog.write). Returns
-        whether anything was written."""
+        store; the catalog's also re-derives supersession (`chains`, as Catalog.write). With
+        `vectors_later`, notes with text to embed are written without vectors and listed for
+        fill_vectors. Returns whether anything was written."""
         cfg = self.settings.index
         notes: list[tuple[Note, ScannedFile, str]] = []
         skipped: list[tuple[str, str, str, int, int, str | None, str]] = []
@@ -768,7 +772,7 @@ class VaultIndex:
             wanted = {h for hs in hashes for h in hs}
             have = self.vectors.vectors_for_hashes(wanted)
             missing = sorted(wanted - set(have))
-            if missing and self.vectors_later_at and len(missing) >= self.vectors_later_at:
+            if missing and vectors_later:
                 # searchable by words now; the vectors are filled in by fill_vectors
                 gap = set(missing)
                 later = {n.key for (n, _, _), hs in zip(notes, hashes) if gap.intersection(hs)}
