@@ -34,7 +34,7 @@ log = logging.getLogger("vaultmem.daemon")
 
 RETRY_MAX_SECONDS = 300.0  # the longest wait before a reconcile after failed write batches
 PROGRESS_SECONDS = 10.0  # how often a long reconcile says how far it is
-FILL_NOTES = 32  # notes given their vectors in one step (~0.3 s): an edit waits no longer than that
+FILL_NOTES = 64  # notes given their vectors in one step (~0.2 s): an edit waits no longer than that
 FILL_RETRY_SECONDS = 60.0  # after a failed step, the next one waits this long
 
 
