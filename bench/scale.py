@@ -54,6 +54,16 @@ def peak_mb(pid: int) -> tuple[float, float]:
     return get("VmRSS:"), get("VmHWM:")
 
 
+def settle(sock: Path, quiet: float = 2.0) -> None:
+    """Wait until the daemon's reader has stayed the same for `quiet` seconds."""
+    last, since = None, time.perf_counter()
+    while time.perf_counter() - since < quiet:
+        gen = call(str(sock), {"op": "status"})["generation"]
+        if gen != last:
+            last, since = gen, time.perf_counter()
+        time.sleep(0.1)
+
+
 def busy_loops(n: int) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
 
@@ -76,6 +86,7 @@ def measure(out: Path, notes: int, busy: int, n_queries: int) -> dict:
         while call(str(sock), {"op": "status"}).get("vectors_to_embed"):  # 0 or absent: every vector is in
             time.sleep(0.1)
         row["vectors_s"] = time.perf_counter() - t0
+        settle(sock)  # the compaction that follows a bulk load, before queries are timed
         row["peak_mb"] = peak_mb(d.proc.pid)[1]
         status = call(str(sock), {"op": "status"})
         row["chunks"] = status["chunks"]

@@ -6,7 +6,7 @@ derived supersession state, skipped files with their reasons, and a `pending` li
 writes crash-safe (a note is marked pending before the engines change and cleared after, so a
 restart redoes exactly the interrupted notes). It never touches the notes themselves.
 
-About 550 lines: the schema and its migrations, the records the read side gets, and every
+About 600 lines: the schema and its migrations, the records the read side gets, and every
 query on them, so that the read side sees neither SQL nor JSON (integrity.py's checks alone
 read the tables themselves).
 """

@@ -8,7 +8,7 @@ records the result and clears the marks. A restart after a crash redoes the pend
 Notes are only ever read here, except that with `mark_superseded` turned on (off by default)
 each note's `superseded_by` frontmatter line is kept in line with its state, through writing.py.
 
-Its size (about 850 lines) is one class's: sync, the crash-safe batch, the writer lock, the
+Its size (about 900 lines) is one class's: sync, the crash-safe batch, the writer lock, the
 check and the repair share the three engines and the pending marks; split apart, each part
 would reach into the others' state (the circle the daemon's split had to avoid).
 """
