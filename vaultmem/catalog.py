@@ -334,12 +334,11 @@ class Catalog:
         with transaction(self.db):
             self.db.executemany("INSERT OR IGNORE INTO pending VALUES (?)", [(k,) for k in keys])
 
-    def unembedded(self, limit: int | None = None) -> list[str]:
-        """Notes without vectors yet, the ones a query most likely wants first: current before
-        superseded, newest first."""
-        sql = """SELECT u.note FROM unembedded u JOIN notes n ON n.key = u.note
-                 ORDER BY n.superseded_by IS NOT NULL, coalesce(n.date_ts, n.mtime_ns / 1e9) DESC, u.note"""
-        return [r[0] for r in self.db.execute(sql + (f" LIMIT {int(limit)}" if limit else ""))]
+    def unembedded(self, limit: int) -> list[str]:
+        """Up to `limit` notes without vectors yet, in the order they were read. Not current or
+        newest first: at 50,000 notes waiting, a sort by date cost 14 ms a step, and skipping
+        the superseded ones grew with every step."""
+        return [r[0] for r in self.db.execute("SELECT note FROM unembedded LIMIT ?", (limit,))]
 
     def unembedded_count(self) -> int:
         return self.db.execute("SELECT COUNT(*) FROM unembedded").fetchone()[0]

@@ -803,8 +803,8 @@ class VaultIndex:
 
     @_writes
     def fill_vectors(self, max_notes: int = 32) -> int:
-        """Embed the vectors of up to `max_notes` notes written without them (current and newest
-        first, from what the catalog keeps of their chunks); returns how many got theirs.
+        """Embed the vectors of up to `max_notes` notes written without them (in the order they
+        were read, from what the catalog keeps of their chunks); returns how many got theirs.
         Crash-safe as a sync batch: the notes are pending while the vector table changes, so a
         fill cut short is redone by the next sync."""
         keys = self.catalog.unembedded(max_notes)
@@ -819,9 +819,12 @@ class VaultIndex:
         if missing:
             have.update(zip(missing, self.embedder.embed([text_of[h] for h in missing])))
         self.catalog.mark_pending(keys)
-        self.vectors.replace(set(keys), [(ch.id, ch.note, ch.hash, have[ch.hash]) for ch in chunks])
-        self._wrote_vectors()
+        # added, nothing deleted: a note listed has no vectors (one a fill cut short added is
+        # pending, and the sync that redoes it deletes them); one commit of the table, not two
+        self.vectors.replace(set(), [(ch.id, ch.note, ch.hash, have[ch.hash]) for ch in chunks])
         self.catalog.embedded(keys)
+        if not self.catalog.unembedded_count():
+            self._wrote_vectors()  # the files as they are now (a check opens the table until then)
         return len(keys)
 
     def _fill_all(self) -> None:

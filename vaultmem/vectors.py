@@ -96,17 +96,26 @@ INDEX_CACHE_BYTES = 16 << 20  # LanceDB's caches: of the ANN index (tables past 
 METADATA_CACHE_BYTES = 2 << 20
 
 
+def padded(n: int) -> int:
+    """Rows of the in-memory matrix for `n` vectors: room for a quarter more before it grows."""
+    return max(1024, n + n // 4)
+
+
 class _Memory:
     """An append-only copy of the table's rows for exact scans. Readers take `view()` once per
     query; the writer appends past the readers' end and publishes a new view, so a query never
     sees a half-applied batch (copy-on-write of the small parts, never of the matrix)."""
 
     def __init__(self, chunks: list[str], notes: list[str], hashes: list[str], matrix: np.ndarray):
+        """`matrix`: the rows, float32, with room to grow past them (`padded`) or not."""
         n = len(chunks)
         self.row_of_hash: dict[str, int] = {h: i for i, h in enumerate(hashes)}
         # float32: a float16 copy halves 20 MB at 10k chunks but costs ~3 ms a query to convert
-        self.matrix = np.zeros((max(1024, n + n // 4), matrix.shape[1]), dtype=np.float32)
-        self.matrix[:n] = matrix
+        if matrix.dtype == np.float32 and len(matrix) >= padded(n):
+            self.matrix = matrix
+        else:
+            self.matrix = np.zeros((padded(n), matrix.shape[1]), dtype=np.float32)
+            self.matrix[:n] = matrix[:n]
         self.chunks, self.notes = list(chunks), list(notes)
         self.rows_of: dict[str, list[int]] = {}
         for i, key in enumerate(notes):
@@ -263,8 +272,15 @@ class Vectors:
             if self._memory is None:
                 got = (self.table.to_arrow() if self.table is not None else self.schema.empty_table()).select(
                     ["chunk", "note", "hash", "vector"])
-                flat = got["vector"].combine_chunks().flatten().to_numpy(zero_copy_only=False)
-                matrix = np.asarray(flat, dtype=np.float32).reshape(-1, self.dim)
+                # each stored chunk of rows cast straight into the padded float32 matrix: a copy
+                # of the whole column first, then a float32 one, then the padded one took a 50k
+                # note daemon's start to a 583 MB peak
+                matrix = np.zeros((padded(got.num_rows), self.dim), dtype=np.float32)
+                row = 0
+                for part in got["vector"].chunks:
+                    rows = part.flatten().to_numpy(zero_copy_only=False).reshape(-1, self.dim)
+                    matrix[row : row + len(rows)] = rows
+                    row += len(rows)
                 self._memory = _Memory(got["chunk"].to_pylist(), got["note"].to_pylist(),
                                        got["hash"].to_pylist(), matrix)
             return self._memory, self._memory.view()
