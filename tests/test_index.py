@@ -887,3 +887,26 @@ def test_a_fill_cut_short_is_redone_and_an_index_in_this_process_leaves_no_note_
         assert report.updated == 3 and not report.repaired
         assert idx.catalog.unembedded_count() == 0 and not idx.catalog.pending()
         assert idx.vectors.count() == 6 and integrity.engine_problems(idx) == {}
+
+
+def test_the_in_memory_vectors_make_room_once_for_the_rows_a_fill_will_add(tmp_path):
+    """Grown by appends, the matrix was copied each time it filled, old and new copies both
+    resident; told what is coming, it makes room once, and the rows land in that matrix."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    mat = rng.normal(size=(3000, 16)).astype(np.float32)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    v = Vectors(tmp_path / "lance", "test-embedder", 16)
+    v.replace(set(), [(f"c{i}", f"v:n{i}.md", f"h{i}", mat[i]) for i in range(10)])
+    assert v.search(mat[3], 1)[0][0] == "c3"  # the in-memory copy is made
+    v.expect(2990)
+    kept = v._memory.matrix
+    assert len(kept) >= 3000
+    for start in range(10, 3000, 100):  # as fill steps append
+        v.replace(set(), [(f"c{i}", f"v:n{i}.md", f"h{i}", mat[i]) for i in range(start, min(start + 100, 3000))])
+    assert v._memory.matrix is kept  # never copied again
+    assert [v.search(mat[i], 1)[0][0] for i in (0, 1500, 2999)] == ["c0", "c1500", "c2999"]
+    fresh = Vectors(tmp_path / "lance2", "test-embedder", 16)
+    fresh.expect(500)  # before its copy is made: made with the room
+    fresh.replace(set(), [("c0", "v:n0.md", "h0", mat[0])])
+    assert fresh.search(mat[0], 1)[0][0] == "c0" and len(fresh._memory.matrix) >= 501

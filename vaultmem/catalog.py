@@ -340,6 +340,10 @@ class Catalog:
         the superseded ones grew with every step."""
         return [r[0] for r in self.db.execute("SELECT note FROM unembedded LIMIT ?", (limit,))]
 
+    def unembedded_chunks(self) -> int:
+        """The chunks of the notes without vectors yet: the rows the vector table will gain."""
+        return self.db.execute("SELECT COUNT(*) FROM chunks WHERE note IN (SELECT note FROM unembedded)").fetchone()[0]
+
     def unembedded_count(self) -> int:
         return self.db.execute("SELECT COUNT(*) FROM unembedded").fetchone()[0]
 

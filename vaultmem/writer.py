@@ -188,6 +188,8 @@ class Writer:
         left = self.index.catalog.unembedded_count()
         if left > self.vectors_left or not self.vectors_left:  # a new backlog: its progress from here
             self._fill_from, self._fill_started = left, time.monotonic()
+            if left:
+                self.index.vectors.expect(self.index.catalog.unembedded_chunks())
         self.vectors_left = left
 
     def _fill_step(self) -> None:
@@ -216,6 +218,7 @@ class Writer:
         if not self.vectors_left:
             line = f"vectors of {self._fill_from:,} notes embedded in {now - self._fill_started:.1f} s"
             log.info("%s", line)
+            self.index.vectors.expect(0)
             heap.return_free_memory()
             self.enqueue(Work("optimize"))  # hundreds of small appends: compact them, as after a bulk load
             if self._progress_told:
