@@ -255,8 +255,7 @@ class Catalog:
         """`writer` may rebuild a catalog of an older layout; a reader refuses it."""
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = connect(path, read_when_full=not writer)
-        self._superseded: tuple[tuple[int, int], frozenset[str]] | None = None
-        self._unembedded: tuple[tuple[int, int], frozenset[str]] | None = None
+        self._key_sets: dict[str, tuple[tuple[int, int], frozenset[str]]] = {}  # _keys_until_changed
         # a note's chain scope (supersession.Scopes): its vault unless the index says otherwise
         self.scope = Scopes({})
         self.db.execute("CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT)")
@@ -349,10 +348,7 @@ class Catalog:
 
     def unembedded_set(self) -> frozenset[str]:
         """The notes without vectors yet; the same object until the catalog changes."""
-        v = self.version()
-        if self._unembedded is None or self._unembedded[0] != v:
-            self._unembedded = (v, frozenset(r[0] for r in self.db.execute("SELECT note FROM unembedded")))
-        return self._unembedded[1]
+        return self._keys_until_changed("SELECT note FROM unembedded")
 
     def embedded(self, keys: Iterable[str]) -> None:
         """These notes have their vectors now (and are pending no more: VaultIndex.fill_vectors)."""
@@ -511,12 +507,15 @@ class Catalog:
 
     def superseded(self) -> frozenset[str]:
         """Keys of superseded notes; the same object is returned until the catalog changes."""
+        return self._keys_until_changed("SELECT key FROM notes WHERE status='ok' AND superseded_by IS NOT NULL")
+
+    def _keys_until_changed(self, sql: str) -> frozenset[str]:
+        """The first column of `sql`'s rows, read again only after a commit (version())."""
         v = self.version()
-        if self._superseded is None or self._superseded[0] != v:
-            keys = frozenset(r[0] for r in self.db.execute(
-                "SELECT key FROM notes WHERE status='ok' AND superseded_by IS NOT NULL"))
-            self._superseded = (v, keys)
-        return self._superseded[1]
+        got = self._key_sets.get(sql)
+        if got is None or got[0] != v:
+            got = self._key_sets[sql] = (v, frozenset(r[0] for r in self.db.execute(sql)))
+        return got[1]
 
     def select(self, *, vaults: list[str] | None = None, kinds: list[str] | None = None,
                since: float | None = None, until: float | None = None,

@@ -74,7 +74,8 @@ class SyncReport:
             f"{self.files} files: {self.added} added, {self.updated} updated, {self.removed} removed, "
             f"{self.unchanged} unchanged, {self.skipped} skipped; {self.chunks_embedded} chunks embedded, "
             f"{self.chunks_reused} reused; {self.seconds:.2f}s"
-        ) + (f"; vectors of {self.vectors_later} notes to embed in the background" if self.vectors_later else "") + (f"; {len(self.moved)} moved" if self.moved else "") + (
+        ) + (f"; vectors of {self.vectors_later} notes to embed in the background" if self.vectors_later else "") + (
+            f"; {len(self.moved)} moved" if self.moved else "") + (
             f"; superseded_by line updated in {self.marked} note{'s' if self.marked != 1 else ''}" if self.marked else "") + (
             f"; vault {', '.join(self.missing)} not found, its notes kept as last indexed" if self.missing else "") + (
             f"; made again from the notes: the {' and the '.join(integrity.PART[p] for p in self.repaired)}"

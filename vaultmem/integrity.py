@@ -143,8 +143,7 @@ def engine_problems(idx: "VaultIndex", sample: int = SAMPLE_CHUNKS, parts: tuple
     want = idx.catalog.db.execute("SELECT COUNT(*) FROM chunks").fetchone()[0]
     # the notes still without vectors (written for the background to embed) have none at all
     unembedded = idx.catalog.unembedded_set()
-    want_vectors = want - (idx.catalog.db.execute(
-        "SELECT COUNT(*) FROM chunks WHERE note IN (SELECT note FROM unembedded)").fetchone()[0] if unembedded else 0)
+    want_vectors = want - (idx.catalog.unembedded_chunks() if unembedded else 0)
     pending = idx.catalog.db.execute("SELECT COUNT(*) FROM pending").fetchone()[0]
     ids = _sample(idx, sample) if sample else []
     out: dict[str, str] = {}

@@ -134,10 +134,7 @@ class _Memory:
                 alive[i] = False
         if rows:
             need = n + len(rows)
-            if need > len(self.matrix):
-                grown = np.zeros((need + need // 4 + 1024, self.matrix.shape[1]), dtype=np.float32)
-                grown[:n] = self.matrix[:n]
-                self.matrix = grown
+            self.reserve(len(rows))
             for j, (cid, key, digest, vec) in enumerate(rows):
                 self.matrix[n + j] = vec
                 self.row_of_hash[digest] = n + j

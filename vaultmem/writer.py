@@ -2,10 +2,10 @@
 batches: the paths the watches report (a burst becomes one batch), full reconciles (at start-up,
 on a schedule, after lost events or a failed batch), upkeep (compaction), and the write
 requests of clients (`call` work: remember, forget, reindex). When nothing else waits, it embeds
-the vectors of notes a big batch wrote without them ([daemon] vectors_later_at: a first index
-is searchable by words at parsing speed), a few notes at a time, so an edit never waits long. A batch that fails is retried
-after a growing wait; what was left undone is pending in the catalog and redone by the next
-reconcile. After each batch that changed something the daemon's reader is refreshed
+the vectors of notes a big reconcile wrote without them ([daemon] vectors_later_at: a first
+index is searchable by words at parsing speed), a few notes at a time, so an edit never waits
+long. A batch that fails is retried after a growing wait; what was left undone is pending in
+the catalog and redone by the next reconcile. After each batch that changed something the daemon's reader is refreshed
 (`refresh`), so a query sees all of a batch or none of it.
 
 Nothing else writes the index; nothing here answers a client (daemon.py) or decides what to
