@@ -874,6 +874,13 @@ def test_a_fill_cut_short_is_redone_and_an_index_in_this_process_leaves_no_note_
     with VaultIndex(env.settings(), writable=True) as idx:
         idx.vectors_later_at = 1
         idx.sync(list(env.settings().vaults))
+    # what a user sees meanwhile, from the command line, with no daemon
+    r = run_cli("status", "--state-dir", str(env.state))
+    assert r.returncode == 0 and "6 notes have no vectors yet" in r.stdout, r.stdout + r.stderr
+    r = run_cli("query", "plum tree", "--state-dir", str(env.state), "--no-record")
+    assert r.returncode == 0 and "6 notes have no vector yet" in r.stderr, r.stderr
+    assert "no vector" not in run_cli("query", "plum", "--mode", "text", "--state-dir", str(env.state)).stderr
+    with VaultIndex(env.settings(), writable=True) as idx:
 
         def killed(self, keys):
             raise RuntimeError("killed")
