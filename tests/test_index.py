@@ -907,13 +907,58 @@ def test_the_in_memory_vectors_make_room_once_for_the_rows_a_fill_will_add(tmp_p
     v.replace(set(), [(f"c{i}", f"v:n{i}.md", f"h{i}", mat[i]) for i in range(10)])
     assert v.search(mat[3], 1)[0][0] == "c3"  # the in-memory copy is made
     v.expect(2990)
-    kept = v._memory.matrix
+    kept = v._memory.rows
     assert len(kept) >= 3000
     for start in range(10, 3000, 100):  # as fill steps append
         v.replace(set(), [(f"c{i}", f"v:n{i}.md", f"h{i}", mat[i]) for i in range(start, min(start + 100, 3000))])
-    assert v._memory.matrix is kept  # never copied again
+    assert v._memory.rows is kept  # never copied again
     assert [v.search(mat[i], 1)[0][0] for i in (0, 1500, 2999)] == ["c0", "c1500", "c2999"]
     fresh = Vectors(tmp_path / "lance2", "test-embedder", 16)
     fresh.expect(500)  # before its copy is made: made with the room
     fresh.replace(set(), [("c0", "v:n0.md", "h0", mat[0])])
-    assert fresh.search(mat[0], 1)[0][0] == "c0" and len(fresh._memory.matrix) >= 501
+    assert fresh.search(mat[0], 1)[0][0] == "c0" and len(fresh._memory.rows) >= 501
+
+
+def test_past_its_rerank_size_the_vector_search_scans_coarsely_and_scores_exactly(tmp_path, monkeypatch):
+    """Past COARSE_RERANK rows a query is scanned on the rows' projections, then its best rows
+    are scored on the stored vectors: the answer is the exact one (chunks, order and cosines),
+    filtered or not, and stays so as rows are added and the projection is made again."""
+    import numpy as np
+    from vaultmem import vectors
+    monkeypatch.setattr(vectors, "COARSE_DIMS", 8)
+    monkeypatch.setattr(vectors, "COARSE_RERANK", 60)
+    rng = np.random.default_rng(7)
+    # like embeddings, the rows vary most along a few directions (each a third less than the last)
+    rotation, _ = np.linalg.qr(rng.normal(size=(32, 32)))
+    mat = ((rng.normal(size=(1600, 32)) * 0.7 ** np.arange(32)) @ rotation).astype(np.float32)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    v = Vectors(tmp_path / "lance", "test-embedder", 32)
+    v.replace(set(), [(f"c{i}", f"v:n{i}.md", f"h{i}", mat[i]) for i in range(400)])
+
+    def exact(q, k, keep):
+        stored = mat.astype(np.float16).astype(np.float32)  # what the table keeps
+        rows = [i for i in range(len(stored)) if keep(i)]
+        scores = stored[rows] @ q
+        order = np.argsort(-scores, kind="stable")[:k]
+        return [(f"c{rows[j]}", float(scores[j])) for j in order]
+
+    def check(n, allow=None, deny=None):
+        keep = lambda i: i < n and (allow is None or f"v:n{i}.md" in allow) and f"v:n{i}.md" not in (deny or ())  # noqa: E731
+        for q in mat[rng.integers(0, n, 12)] + 0.05 * rng.normal(size=(12, 32)).astype(np.float32):
+            q = (q / np.linalg.norm(q)).astype(np.float32)
+            got = v.search(q, 5, allow, deny)
+            want = exact(q, 5, keep)
+            assert [c for c, _, _ in got] == [c for c, _ in want], (got, want)
+            assert np.allclose([s for _, _, s in got], [s for _, s in want], atol=1e-5)
+
+    check(400)
+    memory = v._memory
+    assert memory.coarse is not None and memory.basis_rows == 400  # it scans coarsely
+    first_basis = memory.basis
+    v.replace(set(), [(f"c{i}", f"v:n{i}.md", f"h{i}", mat[i]) for i in range(400, 700)])
+    assert memory.basis is first_basis  # 700 rows: not doubled, the rows added are projected on it
+    check(700)
+    v.replace({f"v:n{i}.md" for i in range(0, 700, 3)}, [(f"c{i}", f"v:n{i}.md", f"h{i}", mat[i]) for i in range(700, 1600)])
+    assert memory.basis is not first_basis and memory.basis_rows == 1600  # doubled: found again
+    check(1600, deny={f"v:n{i}.md" for i in range(0, 700, 3)})
+    check(1600, allow={f"v:n{i}.md" for i in range(1, 1600, 2)}, deny={f"v:n{i}.md" for i in range(0, 700, 3)})

@@ -4,12 +4,14 @@ LanceDB and pyarrow are imported here and nowhere else.
 The embedder's id and dimension are written into the table's schema metadata; opening the table
 with another embedder is refused. Vectors are stored as float16 by default (half the disk).
 
-Up to EXACT_MAX_ROWS the search is exact, in memory: a copy of the table's vectors (loaded
-once, then kept current by this object's own writes) is multiplied with the query in numpy,
-with the filter applied first. Measured on 10,000 chunks: LanceDB's own flat scan took 19-31 ms
-a query and 220 ms with a 7,000-key exclusion filter; the in-memory scan takes about 1 ms.
+Up to EXACT_MAX_ROWS the search is in memory: a copy of the table's vectors (loaded once,
+then kept current by this object's own writes) is multiplied with the query in numpy, with the
+filter applied first. Measured on 10,000 chunks: LanceDB's own flat scan took 19-31 ms a query
+and 220 ms with a 7,000-key exclusion filter; the in-memory scan takes about 1 ms. Past
+COARSE_RERANK rows it scans a coarse copy first and scores its best rows exactly (_Memory): at
+50,000 rows 2.0 ms a query against 5.8 ms for the exact scan of every row, the same top 100.
 
-Past that size the query goes to LanceDB, with the filter applied before ranking (so a
+Past EXACT_MAX_ROWS the query goes to LanceDB, with the filter applied before ranking (so a
 filtered query still gets every row it should), through an IVF_PQ index once optimize() has
 built one. bench/vector_index.py at 100,000 rows (the bench vault's embeddings, perturbed):
 LanceDB's flat scan 95 ms a query (numpy 9 ms, but from 195 MB of memory); the index, with
@@ -30,7 +32,7 @@ import types
 import warnings
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class _RunOnFirstUse(types.ModuleType):
@@ -84,7 +86,11 @@ log = logging.getLogger(__name__)
 # 303-304 MB on the 10k bench vault), and nothing measured here got slower.
 pa.set_memory_pool(pa.system_memory_pool())
 TABLE = "chunks"
-EXACT_MAX_ROWS = 100_000  # 200 MB of float32 at 512-d; beyond this, LanceDB and its index
+EXACT_MAX_ROWS = 100_000  # 100 MB of float16 at 512-d; beyond this, LanceDB and its index
+COARSE_DIMS = 128  # the coarse scan's numbers a row (of 512)
+COARSE_RERANK = 1_000  # rows scored exactly after the coarse scan, at least
+COARSE_SAMPLE = 4_096  # rows the coarse scan's directions are found from
+PROJECT_BLOCK = 8_192  # rows converted to float32 at a time while projecting
 ANN_NPROBES = 20
 ANN_REFINE = 10
 ANN_DIMS_PER_CODE = 8  # product quantisation: 64 codes at 512-d
@@ -101,62 +107,119 @@ def padded(n: int) -> int:
     return max(1024, n + n // 4)
 
 
-class _Memory:
-    """An append-only copy of the table's rows for exact scans. Readers take `view()` once per
-    query; the writer appends past the readers' end and publishes a new view, so a query never
-    sees a half-applied batch (copy-on-write of the small parts, never of the matrix)."""
+def _principal_directions(rows: np.ndarray, n: int, dims: int) -> np.ndarray:
+    """(dim, dims) float32: the directions along which the first `n` rows vary most, from an
+    evenly spaced sample of COARSE_SAMPLE of them."""
+    sample = rows[np.linspace(0, n - 1, min(n, COARSE_SAMPLE)).astype(np.int64)].astype(np.float32)
+    sample -= sample.mean(axis=0)
+    _, vecs = np.linalg.eigh(sample.T @ sample)  # ascending eigenvalues
+    return np.ascontiguousarray(vecs[:, ::-1][:, :dims], dtype=np.float32)
 
-    def __init__(self, chunks: list[str], notes: list[str], hashes: list[str], matrix: np.ndarray):
-        """`matrix`: the rows, float32, with room to grow past them (`padded`) or not."""
+
+class _View(NamedTuple):
+    """What one query reads, fixed when it starts: rows [:n] of `rows` (and of `coarse`) are
+    never written again while the view is in use."""
+
+    n: int
+    alive: np.ndarray  # bool, n: rows of notes not deleted since the copy was made
+    rows_of: dict[str, list[int]]  # note key -> its rows
+    rows: np.ndarray  # the vectors as the table stores them (float16 by default)
+    coarse: np.ndarray | None  # float32 rows @ basis, the coarse scan's; None while small
+    basis: np.ndarray | None
+
+
+class _Memory:
+    """An append-only copy of the table's rows for in-memory scans. Readers take `view()` once
+    per query; the writer appends past the readers' end and publishes a new view, so a query
+    never sees a half-applied batch (copy-on-write of the small parts, never of the matrix).
+
+    The vectors are kept as the table stores them (float16: half the memory of float32). Past
+    COARSE_RERANK rows a query is scored first on `coarse`: each row projected on the
+    COARSE_DIMS directions the rows vary most along (a quarter of the 512 numbers), in float32;
+    the best COARSE_RERANK (or 8 x the limit) are then scored exactly. On real embeddings
+    (bench/coarse_scan.py: each eval set's questions, and 10,000 and 50,000 generated notes)
+    that answered 200 queries of each with the exact top 100, in order. The directions are
+    found again each time the rows have doubled."""
+
+    def __init__(self, chunks: list[str], notes: list[str], hashes: list[str], rows: np.ndarray):
+        """`rows`: the vectors, in the table's dtype, with room to grow past them (`padded`) or not."""
         n = len(chunks)
         self.row_of_hash: dict[str, int] = {h: i for i, h in enumerate(hashes)}
-        # float32: a float16 copy halves 20 MB at 10k chunks but costs ~3 ms a query to convert
-        if matrix.dtype == np.float32 and len(matrix) >= padded(n):
-            self.matrix = matrix
+        if len(rows) >= padded(n):
+            self.rows = rows
         else:
-            self.matrix = np.zeros((padded(n), matrix.shape[1]), dtype=np.float32)
-            self.matrix[:n] = matrix[:n]
+            self.rows = np.zeros((padded(n), rows.shape[1]), dtype=rows.dtype)
+            self.rows[:n] = rows[:n]
+        dim = rows.shape[1]
+        self.coarse_dims = COARSE_DIMS if dim >= 2 * COARSE_DIMS else 0  # else the exact scan costs as little
+        self.coarse: np.ndarray | None = None
+        self.basis: np.ndarray | None = None
+        self.basis_rows = 0  # rows when the directions were found
         self.chunks, self.notes = list(chunks), list(notes)
-        self.rows_of: dict[str, list[int]] = {}
+        rows_of: dict[str, list[int]] = {}
         for i, key in enumerate(notes):
-            self.rows_of.setdefault(key, []).append(i)
-        self._view = (n, np.ones(n, dtype=bool), self.rows_of)
+            rows_of.setdefault(key, []).append(i)
+        self._view = _View(n, np.ones(n, dtype=bool), rows_of, self.rows, None, None)
+        self._project_if_big()
 
-    def view(self) -> tuple[int, np.ndarray, dict[str, list[int]]]:
+    def view(self) -> _View:
         return self._view
 
     def apply(self, delete_notes: set[str], rows: list[tuple[str, str, str, np.ndarray]]) -> None:
-        n, alive, rows_of = self._view
-        rows_of = dict(rows_of)
-        alive = alive.copy()
+        n, alive, rows_of = self._view.n, self._view.alive.copy(), dict(self._view.rows_of)
         for key in delete_notes:
             for i in rows_of.pop(key, ()):
                 alive[i] = False
         if rows:
-            need = n + len(rows)
             self.reserve(len(rows))
-            for j, (cid, key, digest, vec) in enumerate(rows):
-                self.matrix[n + j] = vec
+            new = np.stack([vec for _, _, _, vec in rows])
+            self.rows[n : n + len(rows)] = new
+            if self.coarse is not None and self.basis is not None:
+                self.coarse[n : n + len(rows)] = self.rows[n : n + len(rows)].astype(np.float32) @ self.basis
+            for j, (cid, key, digest, _) in enumerate(rows):
                 self.row_of_hash[digest] = n + j
                 self.chunks.append(cid)
                 self.notes.append(key)
                 rows_of.setdefault(key, []).append(n + j)
             alive = np.concatenate([alive, np.ones(len(rows), dtype=bool)])
-            n = need
-        self._view = (n, alive, rows_of)
+            n += len(rows)
+        self._view = _View(n, alive, rows_of, self.rows, self.coarse, self.basis)
+        self._project_if_big()
 
     def reserve(self, rows: int) -> None:
         """Room for `rows` more rows, made now: grown by appends, a matrix is copied each time
         it fills (a quarter more), and the old copy and the new one are both resident for a
         moment; np.zeros takes no memory until a row is written."""
-        n = self._view[0]
-        if len(self.matrix) < n + rows:
-            grown = np.zeros((padded(n + rows), self.matrix.shape[1]), dtype=np.float32)
-            grown[:n] = self.matrix[:n]
-            self.matrix = grown
+        n = self._view.n
+        if len(self.rows) < n + rows:
+            grown = np.zeros((padded(n + rows), self.rows.shape[1]), dtype=self.rows.dtype)
+            grown[:n] = self.rows[:n]
+            self.rows = grown
+            if self.coarse is not None:
+                coarse = np.zeros((len(grown), self.coarse.shape[1]), dtype=np.float32)
+                coarse[:n] = self.coarse[:n]
+                self.coarse = coarse
+
+    def _project_if_big(self) -> None:
+        """Past COARSE_RERANK rows, (re)find the directions and project every row on them, when
+        there are none yet or the rows have doubled since: a new array, so a reader's view keeps
+        the pair it started with. 50,000 rows of 512: ~0.1 s."""
+        n = self._view.n
+        if not self.coarse_dims or n <= COARSE_RERANK or (self.basis is not None and n < 2 * self.basis_rows):
+            return
+        basis = _principal_directions(self.rows, n, self.coarse_dims)
+        coarse = np.zeros((len(self.rows), self.coarse_dims), dtype=np.float32)
+        for start in range(0, n, PROJECT_BLOCK):  # a block at a time: no float32 copy of every row
+            end = min(n, start + PROJECT_BLOCK)
+            coarse[start:end] = self.rows[start:end].astype(np.float32) @ basis
+        self.coarse, self.basis, self.basis_rows = coarse, basis, n
+        self._view = self._view._replace(coarse=coarse, basis=basis)
+
+    def vector(self, row: int) -> np.ndarray:
+        return self.rows[row].astype(np.float32)
 
     def dead_share(self) -> float:
-        n, alive, _ = self._view
+        n, alive = self._view.n, self._view.alive
         return 1.0 - (alive.sum() / n) if n else 0.0
 
 
@@ -238,7 +301,7 @@ class Vectors:
             return {}
         if self._memory is not None:  # rows of deleted notes stay in memory too: still valid vectors
             memory = self._memory
-            return {h: memory.matrix[memory.row_of_hash[h]].copy() for h in hashes if h in memory.row_of_hash}
+            return {h: memory.vector(memory.row_of_hash[h]) for h in hashes if h in memory.row_of_hash}
         got = (
             self.table.search()
             .where(in_list("hash", hashes))
@@ -280,15 +343,16 @@ class Vectors:
             if self._memory is None:
                 got = (self.table.to_arrow() if self.table is not None else self.schema.empty_table()).select(
                     ["chunk", "note", "hash", "vector"])
-                # each stored chunk of rows cast straight into the padded float32 matrix: a copy
-                # of the whole column first, then a float32 one, then the padded one took a 50k
-                # note daemon's start to a 583 MB peak
-                matrix = np.zeros((padded(got.num_rows + self.expected_rows), self.dim), dtype=np.float32)
+                # each stored chunk of rows copied straight into the padded matrix: a copy of the
+                # whole column first, then a float32 one, then the padded one took a 50k note
+                # daemon's start to a 583 MB peak
+                matrix = np.zeros((padded(got.num_rows + self.expected_rows), self.dim), dtype=self.np_dtype)
                 row = 0
                 for part in got["vector"].chunks:
                     rows = part.flatten().to_numpy(zero_copy_only=False).reshape(-1, self.dim)
                     matrix[row : row + len(rows)] = rows
                     row += len(rows)
+                got = got.select(["chunk", "note", "hash"])  # the stored vectors freed before the lists are made
                 self._memory = _Memory(got["chunk"].to_pylist(), got["note"].to_pylist(),
                                        got["hash"].to_pylist(), matrix)
             return self._memory, self._memory.view()
@@ -296,7 +360,7 @@ class Vectors:
     @_reads
     def search(self, vector: np.ndarray, limit: int, allow: set[str] | None = None,
                deny: set[str] | None = None) -> list[tuple[str, str, float]]:
-        """(chunk id, note key, cosine similarity), best first; exact, filter first."""
+        """(chunk id, note key, cosine similarity), best first; filter first, scores exact."""
         if allow is not None and not allow:
             return []
         if self._memory is not None or self.count() <= EXACT_MAX_ROWS:
@@ -319,7 +383,7 @@ class Vectors:
     def _search_memory(self, vector: np.ndarray, limit: int, allow: set[str] | None,
                        deny: set[str] | None) -> list[tuple[str, str, float]]:
         memory, view = self._memory_view()
-        n, alive, rows_of = view
+        n, alive, rows_of = view.n, view.alive, view.rows_of
         if n == 0:
             return []
         # same rows, same filter sets (the searcher reuses a set until the notes change): the
@@ -339,7 +403,13 @@ class Vectors:
         idx = np.flatnonzero(mask)
         if idx.size == 0:
             return []
-        scores = (memory.matrix[:n] @ vector)[idx] if idx.size > n // 2 else memory.matrix[idx] @ vector
+        want = max(COARSE_RERANK, 8 * limit)
+        if view.coarse is not None and view.basis is not None and idx.size > want:
+            # the coarse scan keeps the `want` likeliest rows; they are scored exactly below
+            q = vector @ view.basis
+            approx = (view.coarse[:n] @ q)[idx] if idx.size > n // 2 else view.coarse[idx] @ q
+            idx = idx[np.argpartition(-approx, want - 1)[:want]]
+        scores = view.rows[idx].astype(np.float32) @ vector
         k = min(limit, idx.size)
         top = np.argpartition(-scores, k - 1)[:k] if k < idx.size else np.arange(idx.size)
         top = top[np.argsort(-scores[top], kind="stable")]
@@ -349,11 +419,11 @@ class Vectors:
     def note_vectors(self, keys: list[str]) -> tuple[list[str], np.ndarray]:
         """One unit vector per note (the normalised mean of its chunks), for the notes among
         `keys` that have any; used to find near-duplicate notes."""
-        memory, (n, _, rows_of) = self._memory_view()
-        have = [k for k in keys if rows_of.get(k)]
+        _, view = self._memory_view()
+        have = [k for k in keys if view.rows_of.get(k)]
         out = np.zeros((len(have), self.dim), dtype=np.float32)
         for i, key in enumerate(have):
-            out[i] = memory.matrix[rows_of[key]].mean(axis=0)
+            out[i] = view.rows[view.rows_of[key]].astype(np.float32).mean(axis=0)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return have, out / np.where(norms > 0, norms, 1.0)
 
@@ -377,12 +447,12 @@ class Vectors:
     def cosines(self, vector: np.ndarray, chunk_ids: list[str]) -> dict[str, float]:
         """The cosine of each of the chunks with the (unit) query vector; a chunk the table does
         not hold is left out."""
-        memory, (n, alive, rows_of) = self._memory_view()
-        rows = [(cid, r) for cid in chunk_ids for r in rows_of.get(cid.rsplit("#", 1)[0], ())
-                if r < n and alive[r] and memory.chunks[r] == cid]
+        memory, view = self._memory_view()
+        rows = [(cid, r) for cid in chunk_ids for r in view.rows_of.get(cid.rsplit("#", 1)[0], ())
+                if r < view.n and view.alive[r] and memory.chunks[r] == cid]
         if not rows:
             return {}
-        scores = memory.matrix[[r for _, r in rows]] @ np.asarray(vector, dtype=np.float32)
+        scores = view.rows[[r for _, r in rows]].astype(np.float32) @ np.asarray(vector, dtype=np.float32)
         return {cid: float(x) for (cid, _), x in zip(rows, scores)}
 
     @_reads
