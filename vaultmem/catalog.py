@@ -61,8 +61,9 @@ CREATE TABLE IF NOT EXISTS unembedded (note TEXT PRIMARY KEY);
 """
 
 
-@dataclass(frozen=True)
-class FileState:
+class FileState(NamedTuple):
+    """What the catalog knows of a file's stat and bytes (a named tuple: one per note at each sync)."""
+
     size: int
     mtime_ns: int
     hash: str | None
@@ -472,7 +473,15 @@ class Catalog:
         changes = [(v, k) for k, v in state.items() if facts[k][1] != v]
         with transaction(self.db):
             self.db.executemany("UPDATE notes SET superseded_by=? WHERE key=?", changes)
+            if keys is None:
+                self.set_meta("chains", self.scope.stamp())
         return len(changes)
+
+    def chains_derived(self) -> bool:
+        """Whether every chain was derived under the scopes and rules in use: since then each
+        change re-derived the chains it touched in its own commit (see recompute_supersession),
+        so the catalog's chains are what its facts make them."""
+        return self.get_meta("chains") == self.scope.stamp()
 
     def supersession_at(self, moment: float) -> dict[str, str | None]:
         """The chains as they stood at `moment` (seconds since the epoch): every note written

@@ -623,9 +623,10 @@ class VaultIndex:
                    full: bool = False) -> None:
         """Index what changed among `scanned`, drop what is `known` but gone; `redo` keys are
         re-read whatever their stat says (pending after a crash, or a new pipeline). `full`
-        re-derives supersession for every note, whatever changed: a full sync checks the derived
-        state too (an index written by an older vaultmem could be left with chains no stat
-        reveals)."""
+        re-derives supersession for every note, whatever changed, unless the chains were last
+        derived whole under the same scopes and rules (Catalog.chains_derived): an index written
+        by an older vaultmem, or before a vault joined a chain scope, could be left with chains
+        no stat reveals. Re-deriving 50,000 unchanged notes' chains took ~0.35 s of a restart."""
         report.files += len(scanned)
         todo = [s for k, s in sorted(scanned.items())
                 if k in redo or k not in known or (known[k].size, known[k].mtime_ns) != (s.size, s.mtime_ns)]
@@ -653,7 +654,7 @@ class VaultIndex:
                 progress(min(i + batch, len(todo)), len(todo), report.chunks_embedded)
         if gone:
             report.moved = _moves({k: known[k].hash for k in gone if k in known}, added)
-        if full and not wrote:
+        if full and not wrote and not self.catalog.chains_derived():
             self.catalog.recompute_supersession()
         if touched or full:
             if self.settings.index.mark_superseded and not self._marking:

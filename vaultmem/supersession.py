@@ -19,6 +19,8 @@ from typing import Callable, NamedTuple
 from .agents import CLAUDE_SLUG_MAX, claude_slug
 from .text import normalize
 
+RULES = "1"  # bump when compute() derives other chains from the same facts: each index derives them again
+
 
 class Facts(NamedTuple):
     """What supersession reads of a note. A named tuple: an `--as-of` query derives the chains
@@ -82,6 +84,11 @@ class Scopes:
             if project is not None:
                 return self.of_vault.get(project, project)
         return self.of_vault.get(vault, vault)
+
+    def stamp(self) -> str:
+        """What the chains derived under these scopes (and these rules) depend on besides the
+        notes' facts: equal stamps, equal chains from equal facts."""
+        return repr((RULES, sorted(self.of_vault.items()), self.claude_vault, sorted(self.by_slug.items())))
 
     def describe(self, scope: str) -> str | None:
         """What a chain scope joins, when more than its own vault: the vaults that share its
