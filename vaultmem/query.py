@@ -10,14 +10,12 @@ import os
 import re
 import time
 import unicodedata
-from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, NamedTuple, overload
 
 from .errors import UsageError
 
 
-@dataclass(frozen=True)
-class Query:
+class Query(NamedTuple):
     text: str
     k: int = 10
     tags: tuple[str, ...] = ()
