@@ -335,3 +335,21 @@ def test_a_hit_of_a_vault_moved_away_says_so(tmp_path):
     assert r.returncode == 0 and "(vault v not found: as last indexed)" in r.stdout and "changed" not in r.stdout
     hit = json.loads(run_cli("query", "ibex", "--json", "--state-dir", str(state), "--no-daemon").stdout)["hits"][0]
     assert hit["vault_missing"] is True and hit["changed"] is False
+
+
+def test_a_client_command_logs_as_asked_though_it_sets_logging_up_only_when_it_logs(indexed, tmp_path):
+    """A client answered by the daemon never imports logging (logs.py); what a client process
+    does log still comes as `vaultmem: LEVEL: ...`, at the level --quiet and --debug ask for:
+    a config file's retired setting, and what opening the index in this process says."""
+    vault, state = indexed
+    cfg = tmp_path / "old.toml"
+    cfg.write_text("[agent]\nprompt_min_cosine = 0.3\n")
+    r = run_cli("query", "deploy", "--state-dir", str(state), "--config", str(cfg), "--no-daemon")
+    assert r.returncode == 0
+    assert f"vaultmem: WARNING: {cfg} [agent]: 'prompt_min_cosine' is no longer read" in r.stderr, r.stderr
+    r = run_cli("query", "deploy", "--state-dir", str(state), "--config", str(cfg), "--no-daemon", "-q")
+    assert r.returncode == 0 and r.stderr == ""
+    r = run_cli("query", "deploy", "--state-dir", str(state), "--no-daemon", "--debug")
+    assert r.returncode == 0 and "vaultmem: DEBUG: integrity check of" in r.stderr, r.stderr
+    r = run_cli("query", "deploy", "--state-dir", str(state), "--no-daemon")
+    assert r.returncode == 0 and "DEBUG" not in r.stderr

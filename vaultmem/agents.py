@@ -13,15 +13,12 @@ hooks.py edits the agents' hook settings, config.py tells an agent's home vault 
 from __future__ import annotations
 
 import functools
-import logging
 import os
 import posixpath
-import tomllib
 from pathlib import Path
 
-from . import jsonc
+from . import jsonc, logs
 
-log = logging.getLogger("vaultmem.agents")
 
 AGENTS = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}  # the agents whose hooks vaultmem serves
 
@@ -129,7 +126,7 @@ def gemini_context_names(settings: str) -> tuple[str, ...]:
     except FileNotFoundError:
         names = None
     except (OSError, ValueError, AttributeError) as err:
-        log.debug("Gemini CLI's %s not read: %s", settings, err)
+        logs.logger(__name__).debug("Gemini CLI's %s not read: %s", settings, err)
         names = None
     names = [names] if isinstance(names, str) else names if isinstance(names, list) else []
     return tuple(n for n in names if isinstance(n, str) and n and "/" not in n) or (GEMINI_MD,)
@@ -138,13 +135,15 @@ def gemini_context_names(settings: str) -> tuple[str, ...]:
 @functools.lru_cache(maxsize=4)
 def _codex_fallbacks(config: str) -> tuple[str, ...]:
     """`project_doc_fallback_filenames` of Codex's config.toml (file names only), read once."""
+    import tomllib  # here: few processes read Codex's config, and every hook process imports this module
+
     try:
         with open(config, "rb") as f:
             names = tomllib.load(f).get("project_doc_fallback_filenames", [])
     except FileNotFoundError:
         return ()
     except (OSError, tomllib.TOMLDecodeError) as err:
-        log.debug("Codex's %s not read: %s", config, err)
+        logs.logger(__name__).debug("Codex's %s not read: %s", config, err)
         return ()
     return tuple(n for n in names if isinstance(n, str) and n and "/" not in n) if isinstance(names, list) else ()
 

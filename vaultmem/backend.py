@@ -111,7 +111,9 @@ class Backend:
         return self._local(req)
 
     def _local(self, req: dict) -> dict:
-        from . import ops
+        from . import logs, ops
+
+        logs.ready()  # what opening the index may log is said as the command line asked
 
         op = req["op"]
         if op not in ops.OPS:

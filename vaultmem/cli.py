@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import re
 import shlex
@@ -27,6 +26,7 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
+from . import logs
 from .errors import DiskFullError, IndexBusy, IndexDamagedError, UsageError, VaultmemError, is_disk_full
 from .parser import build_parser, unknown_options
 
@@ -603,6 +603,8 @@ def cmd_daemon(args: argparse.Namespace) -> int:
     # a vault directory missing at start (a drive not mounted yet at login) is watched for, as
     # one that goes away later is: the daemon logs it and serves the rest meanwhile
     if not args.debug and not args.quiet:
+        import logging
+
         logging.getLogger().setLevel(logging.INFO)
     daemon = Daemon(settings, socket_path(args.socket, settings.daemon.socket), reload_settings=load)
     if daemon.run() != RELOAD:
@@ -628,6 +630,10 @@ COMMANDS = {"index": cmd_index, "query": cmd_query, "status": cmd_status, "reind
             "inventory": cmd_inventory, "mcp": cmd_mcp, "hook": cmd_hook, "daemon": cmd_daemon, "service": cmd_service}
 
 
+# answered by the daemon when one runs: no logging until they open the index themselves
+CLIENT_COMMANDS = {"query", "status", "reindex", "remember", "forget", "feedback", "tags", "stats", "inventory", "hook"}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv[0] if argv and argv[0] in COMMANDS else None)
@@ -646,13 +652,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.command:
         parser.print_help()
         return 2
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.ERROR if args.quiet else logging.WARNING,
-                        format="vaultmem: %(levelname)s: %(message)s")
-    if not args.debug:
-        for noisy in ("lancedb", "pylance", "lance", "apscheduler", "watchdog"):
-            logging.getLogger(noisy).setLevel(logging.ERROR)
-        # overflow warnings matter (unless asked for quiet)
-        logging.getLogger("watchdog.observers").setLevel(logging.ERROR if args.quiet else logging.WARNING)
+    logs.want(args.debug, args.quiet)
+    if args.command not in CLIENT_COMMANDS:  # these set logging up when they open the index (logs.py)
+        logs.ready()
     try:
         return COMMANDS[args.command](args)
     except VaultmemError as err:

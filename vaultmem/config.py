@@ -22,6 +22,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from . import logs
 from .agents import claude_home, codex_home
 from .errors import ConfigError
 
@@ -337,9 +338,7 @@ RETIRED = {"prompt_min_cosine": "[agent] prompt_min_relevance (the chance a hit 
 def _merge(base: dict, over: dict, where: str) -> None:
     for key, value in over.items():
         if key in RETIRED and key not in base:
-            import logging
-
-            logging.getLogger(__name__).warning("%s: '%s' is no longer read; see %s", where, key, RETIRED[key])
+            logs.logger(__name__).warning("%s: '%s' is no longer read; see %s", where, key, RETIRED[key])
             continue
         if key not in base:
             raise ConfigError(f"{where}: unknown setting '{key}'")

@@ -9,7 +9,6 @@ What the hooks print is recall.py's; where each agent keeps its settings is agen
 from __future__ import annotations
 
 import json
-import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,6 @@ from typing import Any
 from . import jsonc
 from .agents import AGENTS, claude_home, codex_home, gemini_home
 
-log = logging.getLogger("vaultmem.hooks")
 
 HOOKS = {"session-start": "SessionStart", "user-prompt-submit": "UserPromptSubmit"}  # vaultmem's name: the event's
 GEMINI_EVENTS = {"session-start": "SessionStart", "user-prompt-submit": "BeforeAgent"}  # Gemini CLI's names

@@ -4,7 +4,6 @@ never a crash). Standard library only: the thin client imports this, and nothing
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import re
@@ -141,6 +140,8 @@ def parse_moment(value: Any, end_of_day: bool = True, now: float | None = None) 
         return None
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return float(value)
+    import datetime as dt  # here: most queries name no moment, and every client process imports this module
+
     s = str(value).strip()
     now = time.time() if now is None else now
     word = s.lower()

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 import os
 import posixpath
 import re
@@ -28,13 +27,13 @@ from typing import Any
 
 from .agents import (CODEX_OVERRIDE, claude_home, claude_project_dir, claude_slug, codex_reads, gemini_context_names,
                      gemini_home, is_codex_memory, loaded_with_claude_md)
+from . import logs
 from .backend import Backend
 from .client import STILL_INDEXING, DaemonUnavailable
 from .config import Settings, Vault
 from .errors import VaultmemError
 from .query import phrase_absent
 
-log = logging.getLogger(__name__)
 
 
 def estimate_tokens(text: str) -> int:
@@ -437,12 +436,12 @@ def _shown(backend: Backend, settings: Settings, keys: list[str], session_id: st
         if keys:
             backend.request({"op": "shown", "notes": keys})
     except (VaultmemError, DaemonUnavailable, OSError) as err:
-        log.warning("hook: could not record the notes shown: %s", err)
+        logs.logger(__name__).warning("hook: could not record the notes shown: %s", err)
     try:
         if session_id:
             SessionNotes(settings.state_dir, session_id).add(keys, reset=reset)
     except OSError as err:
-        log.warning("hook: could not remember what this session was shown: %s", err)
+        logs.logger(__name__).warning("hook: could not remember what this session was shown: %s", err)
 
 
 def _entry(hit: dict, roots: dict[str, str], body_chars: int = 400) -> str:
