@@ -381,3 +381,17 @@ def test_feedback_terms_are_the_words_that_set_the_best_notes_apart(env):
         assert all(b <= 0.5 for _, b in terms) and len(terms) == 3
         assert ft.feedback_terms(tq, ["東京都庁の展望室"], 3, 0.5) == ()  # CJK: no words
         assert ft.feedback_terms(tq, ["anything"], 0, 0.5) == ()
+
+
+def test_fold_drops_the_accents_of_every_character_that_has_an_ascii_base():
+    """fold() is one str.translate over a table of the characters below FOLDS_BELOW: no
+    character past it decomposes to an ASCII base, so the table folds as decomposing each
+    character did, over all of Unicode."""
+    import unicodedata
+    from vaultmem.text import FOLDS_BELOW, fold
+    every = [chr(c) for c in range(0x80, 0x110000) if not 0xD800 <= c < 0xE000]
+    bases = {ch: unicodedata.normalize("NFD", ch)[0] for ch in every}
+    assert all(ord(ch) < FOLDS_BELOW for ch, base in bases.items() if base.isascii())
+    text = "".join(every)
+    assert fold(text) == "".join(base if base.isascii() else ch for ch, base in bases.items())
+    assert fold("Crème brûlée, Ångström: 한국어 日本語 ÉCOLE") == "Creme brulee, Angstrom: 한국어 日本語 ECOLE"

@@ -36,7 +36,7 @@ import os
 import re
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from collections.abc import Sequence, Set
 from pathlib import Path
 from typing import Any, Callable
@@ -81,13 +81,17 @@ class Hit:
     no_vector: bool | None = field(default=None)  # True: not embedded yet (found by its words alone)
 
     def to_json(self) -> dict[str, Any]:
-        d = asdict(self)
+        """Every field (the optional ones when set); its lists and dicts copied one level down,
+        not through dataclasses.asdict's deep copy (1 ms of a warm query at k=10)."""
+        d = {name: getattr(self, name) for name in _HIT_FIELDS}
+        d["tags"], d["extra"] = list(self.tags), dict(self.extra)
         for optional in ("explain", "section", "relevance", "vault_missing", "no_vector"):
             if d[optional] is None:
                 del d[optional]
         return d
 
 
+_HIT_FIELDS = tuple(f.name for f in fields(Hit))
 Scored = tuple[float, str, dict[str, Any]]  # (score, note key, explain parts)
 Best = dict[str, tuple[str, float]]  # note key -> (its best chunk's id, that chunk's score)
 

