@@ -30,7 +30,10 @@ def _libc():
 # fixed 128 KB or 1 MB. Daemon (bench/daemon_bench.py, its own memory, same hour): after restart
 # 164 against 173 MB, after 300 edits 197-199 against 234-244, after 1,000 edits 203 against 221.
 MMAP_THRESHOLD = 1 << 20
-TRIM_THRESHOLD = 128 << 10  # glibc's default: free heap above the top this big goes back at once
+# free heap above the top this big goes back at once. At glibc's default (128 KB) a warm query
+# gave back and took again the few hundred KB it frees and allocates, ~15 brk calls and their
+# page faults a query: at 4 MB, 50,000 notes in process, median 16.1/15.6 -> 15.2/14.6 ms.
+TRIM_THRESHOLD = 4 << 20
 
 # Reading and embedding notes allocates the embedder's batch arrays, a few MB each, again and
 # again; at the fixed 1 MB threshold each was a fresh mmap whose pages fault in zeroed, and the
