@@ -353,8 +353,12 @@ class VaultIndex:
             shutil.rmtree(self.state_dir / "tantivy", ignore_errors=True)
             self.fulltext = FullText(self.state_dir / "tantivy")
         if "vectors" in problems:
-            self._vectors = None
-            shutil.rmtree(self.state_dir / "lance", ignore_errors=True)
+            # under the lock that opens the table: a reader sharing it (the daemon's warm-up, a
+            # query) could otherwise open the old table between the two, and the next sync
+            # take vectors from that table's copy in memory for "unchanged" text
+            with self._vectors_lock:
+                self._vectors = None
+                shutil.rmtree(self.state_dir / "lance", ignore_errors=True)
             self.catalog.set_meta("vector_files", "")
             self.catalog.set_meta("embedder", "")
         for part in problems:
