@@ -25,15 +25,14 @@ from pathlib import Path
 from collections.abc import Set
 from typing import Any
 
+from . import logs
 from .agents import (CODEX_OVERRIDE, claude_home, claude_project_dir, claude_slug, codex_reads, gemini_context_names,
                      gemini_home, is_codex_memory, loaded_with_claude_md)
-from . import logs
 from .backend import Backend
 from .client import STILL_INDEXING, DaemonUnavailable
 from .config import Settings, Vault
 from .errors import VaultmemError
 from .query import phrase_absent
-
 
 
 def estimate_tokens(text: str) -> int:

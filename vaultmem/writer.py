@@ -5,8 +5,8 @@ requests of clients (`call` work: remember, forget, reindex). When nothing else 
 the vectors of notes a big reconcile wrote without them ([daemon] vectors_later_at: a first
 index is searchable by words at parsing speed), a few notes at a time, so an edit never waits
 long. A batch that fails is retried after a growing wait; what was left undone is pending in
-the catalog and redone by the next reconcile. After each batch that changed something the daemon's reader is refreshed
-(`refresh`), so a query sees all of a batch or none of it.
+the catalog and redone by the next reconcile. After each batch that changed something the
+daemon's reader is refreshed (`refresh`), so a query sees all of a batch or none of it.
 
 Nothing else writes the index; nothing here answers a client (daemon.py) or decides what to
 watch (watches.py, whose map of symlinked notes the writer keeps up to date).
