@@ -962,3 +962,36 @@ def test_past_its_rerank_size_the_vector_search_scans_coarsely_and_scores_exactl
     assert memory.basis is not first_basis and memory.basis_rows == 1600  # doubled: found again
     check(1600, deny={f"v:n{i}.md" for i in range(0, 700, 3)})
     check(1600, allow={f"v:n{i}.md" for i in range(1, 1600, 2)}, deny={f"v:n{i}.md" for i in range(0, 700, 3)})
+
+
+def test_a_rebuild_never_reuses_vectors_from_the_table_it_takes_away(env, monkeypatch):
+    """The daemon's reader shares the writer's vector table and opens it from another thread
+    (its warm-up, a query). A rebuild that dropped the table and then removed its directory,
+    without the lock that opens it, let such a thread open the old table in between: the
+    rebuild's sync then took the note's vector from that table's copy in memory (nothing
+    embedded) and wrote into a table whose files were going."""
+    import shutil
+    import threading
+    from vaultmem.index import VaultIndex
+    env.write("memory/a.md", note("otters", "the otter floats\n"))
+    env.sync()
+    with VaultIndex(env.settings(), writable=True) as idx:
+        reader = VaultIndex(env.settings(), writable=False, share_vectors_of=idx)
+        assert reader.vectors.count() == 1
+        query = idx.embedder.embed_query(["otter"])[0]
+        remove = shutil.rmtree
+        opened = []
+
+        def rmtree(path, *args, **kwargs):
+            if str(path).endswith("lance"):  # a query comes just now, from another thread
+                t = threading.Thread(target=lambda: opened.append(reader.vectors.search(query, 1)))
+                t.start()
+                t.join(0.5)
+            remove(path, *args, **kwargs)
+
+        monkeypatch.setattr(shutil, "rmtree", rmtree)
+        idx.rebuild()
+        monkeypatch.undo()
+        report = idx.sync(list(env.settings().vaults))
+        assert report.added == 1 and report.chunks_embedded == 1 and report.chunks_reused == 0
+        assert idx.vectors.count() == 1 and reader.vectors is idx.vectors
