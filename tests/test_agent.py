@@ -14,7 +14,7 @@ import pytest
 
 from vaultmem.recall import estimate_tokens
 
-from conftest import ROOT, atomic_save, note, run_cli, write
+from conftest import ENGINES, CLIENT_UNNEEDED, ROOT, atomic_save, imported_by, note, run_cli, write
 
 EXAMPLE = ROOT / "vault-example"
 
@@ -883,9 +883,14 @@ def test_prompt_hook_through_a_real_daemon_sees_a_note_saved_a_moment_ago(daemon
     daemon.wait_for(lambda: "memory/pager.md" in daemon.paths("pager escalation"))
     env = {"VAULTMEM_SOCKET": str(daemon.sock)}
     event = json.dumps({"session_id": "d-1", "prompt": "The pager fired twice this hour, whom do I escalate to?"})
-    r = run_cli("hook", "user-prompt-submit", "--state-dir", str(daemon.state), input=event, env=env)
+    r = run_cli("hook", "user-prompt-submit", "--state-dir", str(daemon.state), input=event, env=env,
+                python_flags=("-X", "importtime"))
     assert r.returncode == 0 and f"{daemon.vault}/memory/pager.md:" in r.stdout, r.stdout + r.stderr
     assert "ops.md" not in r.stdout
+    # the hook runs before every prompt: answered by the daemon, it loads no engine, nor what it
+    # does without (OpenSSL for a session file's name)
+    imported = imported_by(r.stderr)
+    assert "vaultmem" in imported and not imported & (ENGINES | CLIENT_UNNEEDED), sorted(imported & (ENGINES | CLIENT_UNNEEDED))
 
 
 # ------------------------------------------------------------------ recall budgets

@@ -261,6 +261,21 @@ def test_a_command_parsed_alone_reads_as_with_every_command_built(capsys):
     assert wrong.value.code == 2 and "invalid choice: 'quer'" in err and "'query', 'status'" in err, err
 
 
+def test_help_is_as_wide_as_argparse_makes_it(monkeypatch):
+    """parser.py tells argparse the terminal's width, so that no process imports shutil (and
+    bz2, lzma) to ask for it: help must wrap exactly where argparse's own formatter wraps it."""
+    from vaultmem.parser import build_parser
+
+    for columns in ("44", "100", ""):
+        monkeypatch.setenv("COLUMNS", columns)
+        top = build_parser("status")
+        status = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction)).choices["status"]
+        ours = top.format_help(), status.format_help()
+        top.formatter_class, status.formatter_class = argparse.RawDescriptionHelpFormatter, argparse.HelpFormatter
+        assert (top.format_help(), status.format_help()) == ours, columns
+        assert max(len(line) for line in ours[1].splitlines()) <= int(columns or 80) - 2
+
+
 def test_help_teaches(tmp_path):
     r = run_cli("query", "--help")
     assert r.returncode == 0 and "--history" in r.stdout and "examples:" in r.stdout

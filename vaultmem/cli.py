@@ -19,9 +19,7 @@ import argparse
 import json
 import os
 import re
-import shlex
 import sys
-import traceback
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
@@ -573,7 +571,7 @@ def _hook_text(args: argparse.Namespace) -> str:
             backend.close()
     except Exception as err:  # a hook must never break the session that runs it
         if args.debug:
-            traceback.print_exc()
+            _traceback()
         print(f"vaultmem hook: no memories ({err})", file=sys.stderr)
         return ""
     return text
@@ -583,6 +581,8 @@ def _self_command() -> str:
     """How to run this vaultmem again, as a shell command line (Claude Code runs a hook's
     command through the shell, so a path with a space is quoted): the script on PATH, else
     this interpreter."""
+    import shlex
+
     exe = Path(sys.argv[0])
     if exe.name == "vaultmem" and exe.exists():
         return shlex.quote(str(exe.resolve()))
@@ -625,6 +625,13 @@ def cmd_service(args: argparse.Namespace) -> int:
     return run(args, _settings(args, vaults=args.vault))
 
 
+def _traceback() -> None:
+    """The exception being handled, with its traceback, on stderr (--debug)."""
+    import traceback  # only a failure under --debug prints one
+
+    traceback.print_exc()
+
+
 COMMANDS = {"index": cmd_index, "query": cmd_query, "status": cmd_status, "reindex": cmd_reindex,
             "remember": cmd_remember, "forget": cmd_forget, "feedback": cmd_feedback, "stats": cmd_stats, "tags": cmd_tags,
             "inventory": cmd_inventory, "mcp": cmd_mcp, "hook": cmd_hook, "daemon": cmd_daemon, "service": cmd_service}
@@ -659,7 +666,7 @@ def main(argv: list[str] | None = None) -> int:
         return COMMANDS[args.command](args)
     except VaultmemError as err:
         if args.debug:
-            traceback.print_exc()
+            _traceback()
         print(f"vaultmem: error: {err}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
@@ -678,7 +685,7 @@ def main(argv: list[str] | None = None) -> int:
         if not (full or isinstance(err, OSError)):  # a bug: its traceback is what a report needs
             raise
         if args.debug:
-            traceback.print_exc()
+            _traceback()
         print(f"vaultmem: error: {'no space left on the device: ' if full else ''}{err}", file=sys.stderr)
         return DiskFullError.exit_code if full else 2
 

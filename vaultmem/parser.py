@@ -8,7 +8,8 @@ before it imports anything else. What a command does with its options is in cli.
 from __future__ import annotations
 
 import argparse
-import textwrap
+import os
+import sys
 from typing import cast
 
 from . import __version__
@@ -76,10 +77,40 @@ def filter_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--history", action="store_true", help="include superseded notes (marked as such)")
 
 
-class _Help(argparse.RawDescriptionHelpFormatter):
+def _columns() -> int:
+    """The terminal's width as shutil.get_terminal_size tells it ($COLUMNS, else stdout's
+    terminal, else 80), without importing shutil (and bz2, lzma) into every process for it."""
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return columns or 80
+
+
+class _Sized(argparse.HelpFormatter):
+    """argparse's formatter, told the width as argparse reckons it (the terminal's, less 2):
+    argparse makes a formatter for every option it adds, and each imported shutil to ask."""
+
+    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
+                 width: int | None = None) -> None:
+        super().__init__(prog, indent_increment, max_help_position, width if width is not None else _columns() - 2)
+
+
+class _Raw(_Sized, argparse.RawDescriptionHelpFormatter):
+    """Descriptions kept as written (the top's command list and exit codes)."""
+
+
+class _Help(_Raw):
     """Descriptions wrapped to the terminal, examples (indented lines) kept as written."""
 
     def _fill_text(self, text: str, width: int, indent: str) -> str:
+        import textwrap  # only help is wrapped
+
         return "\n".join(indent + line if not line or line[0].isspace() else
                          textwrap.fill(line, width, initial_indent=indent, subsequent_indent=indent)
                          for line in text.splitlines())
@@ -100,11 +131,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         prog="vaultmem",
         description="Local memory for AI coding agents: search your CLAUDE.md, AGENTS.md, GEMINI.md and memory notes "
                     "by words and meaning, newest version of each fact first.",
-        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+        epilog=EPILOG, formatter_class=_Raw)
     parser.add_argument("--version", action="version", version=f"vaultmem {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def add(name: str, **kwargs) -> argparse.ArgumentParser:
+        kwargs.setdefault("formatter_class", _Sized)
         return sub.add_parser(name, **kwargs) if command in (None, name) else cast(argparse.ArgumentParser, _Unbuilt())
 
     p = add("index", help="index vaults in this process (incremental: only changed files are read)",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
-import struct
+import sys
 from pathlib import Path
 
 from .errors import VaultmemError
@@ -171,8 +171,8 @@ def peer_uid(sock: socket.socket) -> int | None:
     system cannot say)."""
     if not hasattr(socket, "SO_PEERCRED"):
         return None
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return struct.unpack("3i", creds)[1]
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid, 32 bits each
+    return int.from_bytes(creds[4:8], sys.byteorder)
 
 
 def peer_problem(sock: socket.socket, path: str) -> str | None:
