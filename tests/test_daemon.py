@@ -6,11 +6,13 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
 
-from conftest import CACHE, CLIENT_UNNEEDED, ENGINES, DaemonProc, atomic_save, imported_by, note, run_cli
+from conftest import CACHE, CLIENT_UNNEEDED, ENGINES, ROOT, DaemonProc, atomic_save, imported_by, note, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -345,6 +347,21 @@ def test_cli_uses_the_daemon_and_falls_back_without_it(daemon):
     assert not imported & ENGINES, sorted(imported & ENGINES)
     # nor what a client answered by the daemon does without: ~20 ms of each fresh process
     assert not imported & CLIENT_UNNEEDED, sorted(imported & CLIENT_UNNEEDED)
+    # the process ends once its output is flushed (cli.run): all of it, and a failed write is
+    # said in one line with the command's exit code (Python said "Exception ignored", exit 120)
+    buffered = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    buffered["XDG_CONFIG_HOME"] = "/nonexistent-vaultmem-test"
+    argv = [sys.executable, "-m", "vaultmem.cli", "query", "zebu", "--mode", "text", "--socket", str(daemon.sock), "--json", "-q"]
+    reader, writer = os.pipe()
+    os.close(reader)
+    r = subprocess.run(argv, stdout=writer, stderr=subprocess.PIPE, text=True, env=buffered, cwd=ROOT)
+    os.close(writer)
+    assert (r.returncode, r.stderr) == (1, ""), r.stderr  # nothing found: 1; the reader gone: no error
+    if os.path.exists("/dev/full"):
+        with open("/dev/full", "w") as full:
+            r = subprocess.run(argv, stdout=full, stderr=subprocess.PIPE, text=True, env=buffered, cwd=ROOT)
+        assert r.returncode == 6 and r.stderr.splitlines() == [
+            "vaultmem: error: no space left on the device: [Errno 28] No space left on device"], r.stderr
     # no text, a filter: the daemon lists the notes that pass it
     r = run_cli("query", "--path", "memory/**", "--socket", str(daemon.sock), "--json")
     assert r.returncode == 0 and "in-process" not in r.stderr

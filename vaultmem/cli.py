@@ -686,9 +686,40 @@ def main(argv: list[str] | None = None) -> int:
             raise
         if args.debug:
             _traceback()
-        print(f"vaultmem: error: {'no space left on the device: ' if full else ''}{err}", file=sys.stderr)
-        return DiskFullError.exit_code if full else 2
+        return _io_failed(err)
+
+
+def _io_failed(err: BaseException) -> int:
+    """Say a failed read or write (a full disk, a file that is not there) in one line on
+    stderr; its exit code."""
+    full = is_disk_full(err)
+    print(f"vaultmem: error: {'no space left on the device: ' if full else ''}{err}", file=sys.stderr)
+    return DiskFullError.exit_code if full else 2
+
+
+# imported by every process that opens an index in itself (the engines with it)
+OPENS_AN_INDEX = "vaultmem.index"
+
+
+def run() -> None:
+    """The `vaultmem` command (the console script, and `python -m vaultmem.cli`): main(), then
+    the process ends. A process that opened no index (a client the daemon answered, a hook, a
+    usage error) ends at once, its output flushed: tearing the interpreter down took ~5 ms of
+    every fresh query and prompt hook, with nothing left to close or write. One that opened an
+    index ends as Python ends, closing the engines."""
+    code = main()
+    if OPENS_AN_INDEX in sys.modules:
+        sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except BrokenPipeError:  # the reader went away (`| head`): as main() takes it, no error
+            pass
+        except OSError as err:  # a full disk under `> file`: said as main() says it
+            code = _io_failed(err) if stream is sys.stdout else code
+    os._exit(code)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
