@@ -294,6 +294,38 @@ def test_no_text_lists_the_notes_a_filter_passes_newest_first(env):
     assert r.returncode == 2 and "a filter to list notes" in r.stderr
 
 
+def test_newest_walks_the_notes_in_written_order_on_its_index(env, monkeypatch):
+    """Catalog.newest, a listing's order: date, else mtime (written_at), ties by key, of the
+    notes in scope, the first k found walking the notes_written index (a listing read every
+    record in scope to sort them)."""
+    import random
+    from vaultmem import catalog
+    from vaultmem.catalog import NEWEST_FIRST, written_at
+    from vaultmem.index import VaultIndex
+    rng = random.Random(7)
+    for i in range(40):
+        dated = rng.random() < 0.6
+        date = f"2025-0{rng.randint(1, 3)}-0{rng.randint(1, 3)}" if dated else None  # many ties
+        env.write(f"memory/n{i:02d}.md", note(f"topic {i}", f"note {i}\n", **({"date": date} if date else {})),
+                  mtime=1.7e9 + rng.choice([0, 86400, 3 * 86400]) if not dated else None)
+    env.sync()
+    with VaultIndex(env.settings()) as idx:
+        cat = idx.catalog
+        records = cat.notes(f"v:memory/n{i:02d}.md" for i in range(40))
+        order = sorted(records, key=lambda k: (-written_at(records[k]), k))
+        assert cat.newest(40) == order and cat.newest(5) == order[:5] and cat.newest(0) == []
+        allow, deny = set(order[::3]), set(order[:10])
+        for few in (0, 1000):  # a scope's own rows, and the walk
+            monkeypatch.setattr(catalog, "FEW_TO_WALK", few)
+            assert cat.newest(4, allow=allow) == [k for k in order if k in allow][:4]
+            assert cat.newest(40, allow=allow | {"v:memory/gone.md"}) == [k for k in order if k in allow]
+            assert cat.newest(3, allow=allow, deny=deny) == [k for k in order if k in allow and k not in deny][:3]
+            assert cat.newest(5, allow=set()) == []
+        assert cat.newest(50, deny=deny) == order[10:]
+        plan = " ".join(str(tuple(r)) for r in cat.db.execute(f"EXPLAIN QUERY PLAN {NEWEST_FIRST}"))
+        assert "notes_written" in plan and "TEMP B-TREE" not in plan, plan
+
+
 @pytest.mark.slow
 def test_a_tag_finds_its_nested_tags_and_the_inline_ones(env):
     """Tags as an Obsidian vault has them: `--tag project` finds #project/alpha (but not a tag

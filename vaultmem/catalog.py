@@ -21,6 +21,7 @@ import time
 from dataclasses import dataclass, field, fields
 from functools import cached_property
 from pathlib import Path
+from collections.abc import Set
 from typing import Any, Iterable, NamedTuple
 
 from .config import Vault
@@ -49,6 +50,8 @@ CREATE INDEX IF NOT EXISTS notes_imports ON notes(vault) WHERE imports IS NOT NU
 CREATE INDEX IF NOT EXISTS notes_counts
     ON notes(status = 'ok', superseded_by IS NULL, errors IS NOT NULL AND errors NOT IN ('', '[]'));
 CREATE INDEX IF NOT EXISTS notes_skipped ON notes(key) WHERE status = 'skipped';
+-- a listing's order, newest first (Catalog.newest): walked until enough notes in scope are found
+CREATE INDEX IF NOT EXISTS notes_written ON notes(coalesce(date_ts, mtime_ns / 1e9, 0) DESC, key) WHERE status = 'ok';
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY, note TEXT NOT NULL, ord INTEGER, heading TEXT,
     line_start INTEGER, line_end INTEGER, text TEXT, hash TEXT
@@ -59,6 +62,13 @@ CREATE TABLE IF NOT EXISTS pending (key TEXT PRIMARY KEY);
 -- embeds these in the background (VaultIndex.fill_vectors); a note has all its vectors or none
 CREATE TABLE IF NOT EXISTS unembedded (note TEXT PRIMARY KEY);
 """
+
+
+# every indexed note, newest first: written_at's order, ties by key, on the notes_written index
+NEWEST_FIRST = "SELECT key FROM notes WHERE status='ok' ORDER BY coalesce(date_ts, mtime_ns / 1e9, 0) DESC, key"
+# Catalog.newest reads the rows of a scope this small instead of walking every note (a walk is
+# ~0.4 us a note, a row read by key ~2 us; a walk past 10,000 notes for an empty scope took 4 ms)
+FEW_TO_WALK = 512
 
 
 class FileState(NamedTuple):
@@ -560,6 +570,25 @@ class Catalog:
     def notes(self, keys: Iterable[str]) -> dict[str, NoteRecord]:
         """The records of these keys (indexed or skipped) that the catalog holds."""
         return {r[0]: _note(r) for r in self._rows(f"SELECT {_NOTE_COLUMNS} FROM notes", "key", keys)}
+
+    def newest(self, k: int, allow: Set[str] | None = None, deny: Set[str] | None = None) -> list[str]:
+        """The `k` indexed notes written last (written_at: date, else mtime; ties by key), of
+        `allow` (None: any) and not of `deny`. The notes are walked newest first, on the
+        notes_written index, until `k` are found: a listing read every record in scope to sort
+        them (30 ms of a session-start digest at 10,000 notes; 0.2 ms now)."""
+        out: list[str] = []
+        if k <= 0:
+            return out
+        if allow is not None and len(allow) <= FEW_TO_WALK:  # their own rows cost less than the walk past the rest
+            rows = self._rows("SELECT key, coalesce(date_ts, mtime_ns / 1e9, 0), status FROM notes", "key", allow)
+            ok = [(-at, key) for key, at, status in rows if status == "ok" and not (deny and key in deny)]
+            return [key for _, key in sorted(ok)[:k]]
+        for (key,) in self.db.execute(NEWEST_FIRST):
+            if (allow is None or key in allow) and not (deny and key in deny):
+                out.append(key)
+                if len(out) == k:
+                    break
+        return out
 
     def all_notes(self) -> list[NoteRecord]:
         """Every indexed (not skipped) note, by key."""

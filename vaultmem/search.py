@@ -424,11 +424,10 @@ class Searcher:
         """Every note in scope, newest first (by date, else mtime; ties by key), each shown from
         its first section; the score is 0: nothing was matched."""
         cat = self.index.catalog
-        keys = allow if allow is not None else {r.key for r in cat.select(current_only=False)} - (deny or set())
-        notes: dict[str, Any] = cat.notes(keys)
+        newest = cat.newest(q.k, allow, deny)
+        notes: dict[str, Any] = cat.notes(newest)
         if state is not None:
             notes = {k: replace(r, superseded_by=state.get(k)) for k, r in notes.items()}
-        newest = sorted(notes, key=lambda k: (-written_at(notes[k]), k))[: q.k]
         top = [(0.0, key, {"listed": "newest first"} if q.explain else {}) for key in newest]
         return self._hits(q, top, notes, {key: chunk_id(key, 0) for key in newest}, [], t0)
 
