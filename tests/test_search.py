@@ -9,7 +9,7 @@ import pytest
 from vaultmem.errors import UsageError
 from vaultmem.query import parse_half_life, parse_moment
 
-from conftest import ROOT, Env, note, run_cli
+from conftest import ROOT, Env, note, run_cli, write
 
 
 @pytest.fixture(scope="module")
@@ -324,6 +324,37 @@ def test_newest_walks_the_notes_in_written_order_on_its_index(env, monkeypatch):
         assert cat.newest(50, deny=deny) == order[10:]
         plan = " ".join(str(tuple(r)) for r in cat.db.execute(f"EXPLAIN QUERY PLAN {NEWEST_FIRST}"))
         assert "notes_written" in plan and "TEMP B-TREE" not in plan, plan
+
+
+def test_a_vault_filter_naming_every_vault_is_no_filter(env, tmp_path):
+    """--vault A: A's notes alone; naming every vault the catalog has (one, mostly: the
+    session-start digest names the project's) is the same as naming none, and is answered as
+    such, without reading every note of the vaults for an allow set."""
+    from vaultmem.index import VaultIndex
+    from vaultmem.query import Query
+    from vaultmem.search import Searcher
+    other = tmp_path / "other"
+    write(other, "memory/ferry.md", note("ferry", "the ferry to the island leaves at nine\n"))
+    env.write("memory/ferry.md", note("ferry", "the island ferry leaves at noon\n", date="2026-01-01"))
+    env.write("memory/old.md", note("ferry", "the island ferry left at eight\n", date="2025-01-01"))
+    env.write("memory/bus.md", note("bus", "the bus to the island is every hour\n"))
+    s = env.settings(vaults=[f"v={env.vault}", f"w={other}"])
+    with VaultIndex(s, writable=True) as idx:
+        idx.sync(list(s.vaults))
+    with VaultIndex(s) as idx:
+        searcher = Searcher(idx)
+
+        def found(text, **kw):
+            hits, _ = searcher.search(Query(text, record=False, **kw))
+            return [(h.vault, h.path) for h in hits]
+
+        assert found("island ferry", vaults=("w",)) == [("w", "memory/ferry.md")]
+        assert set(found("island ferry", vaults=("v",))) == {("v", "memory/ferry.md"), ("v", "memory/bus.md")}
+        for kw in ({}, {"history": True}, {"mode": "text"}):
+            assert found("island ferry", vaults=("v", "w"), **kw) == found("island ferry", **kw), kw
+            assert found("", vaults=("w", "v"), **kw) == found("", history=kw.get("history", False))
+        assert searcher._scope(Query("ferry", vaults=("w", "v")))[0] is None  # no allow set made
+        assert searcher._scope(Query("ferry", vaults=("w",)))[0] == {"w:memory/ferry.md"}
 
 
 @pytest.mark.slow

@@ -528,6 +528,10 @@ class Catalog:
         """Keys of superseded notes; the same object is returned until the catalog changes."""
         return self._keys_until_changed("SELECT key FROM notes WHERE status='ok' AND superseded_by IS NOT NULL")
 
+    def vault_names(self) -> frozenset[str]:
+        """The vaults the catalog has notes of; the same object until the catalog changes."""
+        return self._keys_until_changed("SELECT DISTINCT vault FROM notes")
+
     def _keys_until_changed(self, sql: str) -> frozenset[str]:
         """The first column of `sql`'s rows, read again only after a commit (version())."""
         v = self.version()

@@ -152,6 +152,10 @@ class Searcher:
         """(allow, deny, state) for the engines: allow None means every note; `state` maps each
         note to what superseded it at `q.as_of` (None when the query is about now)."""
         cat = self.index.catalog
+        if q.vaults and cat.vault_names() <= set(q.vaults):
+            # every vault there is (one, mostly: the session-start digest names the project's):
+            # no filter, and no read of every note in them (80 ms at 50,000 notes, after each change)
+            q = q._replace(vaults=())
         filtered = bool(q.tags or q.kinds or q.topic or q.vaults or q.path_glob or q.since is not None
                         or q.until is not None or q.where)
         state = None
