@@ -238,9 +238,9 @@ def run(d: "Daemon", args: argparse.Namespace, vault: Path, state: Path, sock: P
             text = path.read_text(encoding="utf-8") + f"\n{token}\n"
             t = time.perf_counter()
             atomic_save(path, text)
-            while True:
-                hits = c.request({"op": "query", "text": token, "k": 1, "mode": "text", "history": True})["hits"]
-                if hits and hits[0]["path"] == path.relative_to(vault).as_posix():
+            while True:  # a superseded note's newer versions are shown just above it
+                hits = c.request({"op": "query", "text": token, "k": 10, "mode": "text", "history": True})["hits"]
+                if path.relative_to(vault).as_posix() in [h["path"] for h in hits]:
                     break
                 time.sleep(0.001)
             edit_lat.append((time.perf_counter() - t) * 1000)
