@@ -106,6 +106,11 @@ class _Context(ops.Context):
 
         def run(idx: VaultIndex) -> dict:
             d.rebuilding = True
+            # said before anything is emptied: the reader shares the catalog's file (and the
+            # vectors in memory) with the writer, so it sees the cleared catalog as soon as it is
+            # committed, before _refresh; in between, a query answered short and did not say why
+            with d.read_lock:
+                d.reader_rebuilding = True
             try:
                 idx.rebuild()
                 d._refresh()  # the reader sees the empty index, and every answer says why
