@@ -120,6 +120,23 @@ def test_prose_about_secrets_is_not_masked():
     assert redact.find(text) == [], [text[s.start:s.end] for s in redact.find(text)]
 
 
+def test_the_patterns_found_by_a_name_are_skipped_only_where_no_name_can_match(monkeypatch):
+    """find() runs the patterns of secrets named by a key only on text holding one of the names
+    (NAMES_OF_SECRETS, folded as re's IGNORECASE folds): the same secrets as running them
+    everywhere, on every sample here in every context, on case variants (the Kelvin sign is a k
+    and the long s an s to IGNORECASE), and on text that names none."""
+    texts = [t for _, line, _ in SAMPLES for t in _contexts(line).values()]
+    texts += ["DB_PASSWORD=Tr0ub4dor&3xyz", "db_paſsword: Xk9#mQ2!vL7pR4zW", "API_\u212aEY = Zm9vYmFyYmF6cXV4cXV1",
+              "Authorization: BEARER abcdefghijklmnopqrstuvwxyz0123", "the quokka smiles at 9:30 = fine\n" * 3,
+              "ｐａｓｓｗｏｒｄ = fullwidth0123x", f"token for CI: {GH}\naws {AWS}\n{PEM}\n"]
+    gated = [redact.find(t) for t in texts]
+    assert any(found for found in gated) and not redact.may_name_a_secret("the quokka smiles")
+    assert redact.may_name_a_secret("paſs") and redact.may_name_a_secret("\u212aEY")
+    monkeypatch.setattr(redact, "may_name_a_secret", lambda text: True)  # every pattern on every text
+    assert [redact.find(t) for t in texts] == gated
+    assert [s.kind for s in gated[len(texts) - 6]] == ["named secret"]  # the long s in "paſsword"
+
+
 @pytest.mark.slow
 def test_no_secret_reaches_a_state_file_or_an_answer(daemon):
     """Every sample in every place a note holds it: indexed by a real daemon, then looked for in
