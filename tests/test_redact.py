@@ -120,21 +120,28 @@ def test_prose_about_secrets_is_not_masked():
     assert redact.find(text) == [], [text[s.start:s.end] for s in redact.find(text)]
 
 
-def test_the_patterns_found_by_a_name_are_skipped_only_where_no_name_can_match(monkeypatch):
-    """find() runs the patterns of secrets named by a key only on text holding one of the names
-    (NAMES_OF_SECRETS, folded as re's IGNORECASE folds): the same secrets as running them
-    everywhere, on every sample here in every context, on case variants (the Kelvin sign is a k
-    and the long s an s to IGNORECASE), and on text that names none."""
-    texts = [t for _, line, _ in SAMPLES for t in _contexts(line).values()]
+def test_a_pattern_is_skipped_only_where_nothing_it_needs_is(monkeypatch):
+    """find() runs a pattern only on text holding something every match of it holds (NEEDS; the
+    case-insensitive ones in fold(text), as re's IGNORECASE folds: the Kelvin sign is a k, the
+    long s an s, the dotless and the dotted I an i): the same secrets as running every pattern
+    everywhere, on every sample in every context, on a token of each provider, on case variants,
+    and on prose."""
+    assert set(redact.NEEDS) | set(redact.FOLDED_NEEDS) == {kind for kind, _ in redact.PATTERNS}
+    tokens = ["AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q", "GOCSPX-" + "a1B2c3D4e5F6g7H8i9J0k1", "hf_" + "a" * 8 + "B2c3D4e5F6g7H8i9J0k1l2M3n4",
+              "npm_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8", "pypi-" + "AgEIcHlwaS5vcmc" * 4, "SG." + "a1B2c3D4e5F6g7H8" + ".i9J0k1L2m3N4o5P6",
+              "xapp-1-" + "A0B1C2D3E4F5", "gho_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5", "whsec_" + "a1B2c3D4e5F6g7H8i9J0k1L2"]
+    texts = [t for _, line, _ in SAMPLES for t in _contexts(line).values()] + [f"key {t} here" for t in tokens]
     texts += ["DB_PASSWORD=Tr0ub4dor&3xyz", "db_paſsword: Xk9#mQ2!vL7pR4zW", "API_\u212aEY = Zm9vYmFyYmF6cXV4cXV1",
-              "Authorization: BEARER abcdefghijklmnopqrstuvwxyz0123", "the quokka smiles at 9:30 = fine\n" * 3,
+              "Authorization: BEARER abcdefghijklmnopqrstuvwxyz0123", "https://x.blob.core.windows.net/c?SİG=Qm9vYmFyYmF6cXV4cXV1eDEy",
+              "https://x.blob.core.windows.net/c?sıg=Qm9vYmFyYmF6cXV4cXV1eDEy", "the quokka smiles at 9:30 = fine\n" * 3,
               "ｐａｓｓｗｏｒｄ = fullwidth0123x", f"token for CI: {GH}\naws {AWS}\n{PEM}\n"]
     gated = [redact.find(t) for t in texts]
-    assert any(found for found in gated) and not redact.may_name_a_secret("the quokka smiles")
-    assert redact.may_name_a_secret("paſs") and redact.may_name_a_secret("\u212aEY")
-    monkeypatch.setattr(redact, "may_name_a_secret", lambda text: True)  # every pattern on every text
+    assert sum(1 for found in gated if found) >= len(SAMPLES) * 3 + len(tokens)
+    assert [s.kind for s in redact.find("db_paſsword: Xk9#mQ2!vL7pR4zW")] == ["named secret"]
+    assert [s.kind for s in redact.find("?SİG=Qm9vYmFyYmF6cXV4cXV1eDEy")] == ["Azure signature"]
+    monkeypatch.setattr(redact, "NEEDS", {})  # every pattern on every text
+    monkeypatch.setattr(redact, "FOLDED_NEEDS", {})
     assert [redact.find(t) for t in texts] == gated
-    assert [s.kind for s in gated[len(texts) - 6]] == ["named secret"]  # the long s in "paſsword"
 
 
 @pytest.mark.slow
