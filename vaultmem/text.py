@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
-from dataclasses import dataclass
+from typing import NamedTuple
 
 _CJK_RANGES = (
     (0x1100, 0x11FF),  # Hangul Jamo
@@ -98,8 +98,10 @@ def bigrams(run: str) -> list[str]:
     return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
-@dataclass(frozen=True)
-class GramToken:
+class GramToken(NamedTuple):
+    """One bigram as Tantivy takes a pre-tokenized one (a named tuple: ~70 a note of the bench's,
+    made 0.4 us faster each than a frozen dataclass's)."""
+
     text: str
     position: int
     start: int
