@@ -32,7 +32,10 @@ from .supersession import Facts, Scopes, compute, path_candidates, topic_key
 
 log = logging.getLogger(__name__)
 
-SCHEMA = """
+# when a note was written, as written_at tells it (its date, else its file's mtime), in SQL
+WRITTEN = "coalesce(date_ts, mtime_ns / 1e9, 0)"
+
+SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
 CREATE TABLE IF NOT EXISTS vaults (name TEXT PRIMARY KEY, root TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS notes (
@@ -51,7 +54,7 @@ CREATE INDEX IF NOT EXISTS notes_counts
     ON notes(status = 'ok', superseded_by IS NULL, errors IS NOT NULL AND errors NOT IN ('', '[]'));
 CREATE INDEX IF NOT EXISTS notes_skipped ON notes(key) WHERE status = 'skipped';
 -- a listing's order, newest first (Catalog.newest): walked until enough notes in scope are found
-CREATE INDEX IF NOT EXISTS notes_written ON notes(coalesce(date_ts, mtime_ns / 1e9, 0) DESC, key) WHERE status = 'ok';
+CREATE INDEX IF NOT EXISTS notes_written ON notes({WRITTEN} DESC, key) WHERE status = 'ok';
 CREATE TABLE IF NOT EXISTS chunks (
     id TEXT PRIMARY KEY, note TEXT NOT NULL, ord INTEGER, heading TEXT,
     line_start INTEGER, line_end INTEGER, text TEXT, hash TEXT
@@ -65,7 +68,7 @@ CREATE TABLE IF NOT EXISTS unembedded (note TEXT PRIMARY KEY);
 
 
 # every indexed note, newest first: written_at's order, ties by key, on the notes_written index
-NEWEST_FIRST = "SELECT key FROM notes WHERE status='ok' ORDER BY coalesce(date_ts, mtime_ns / 1e9, 0) DESC, key"
+NEWEST_FIRST = f"SELECT key FROM notes WHERE status='ok' ORDER BY {WRITTEN} DESC, key"
 # Catalog.newest reads the rows of a scope this small instead of walking every note (a walk is
 # ~0.4 us a note, a row read by key ~2 us; a walk past 10,000 notes for an empty scope took 4 ms)
 FEW_TO_WALK = 512
@@ -497,7 +500,7 @@ class Catalog:
         """The chains as they stood at `moment` (seconds since the epoch): every note written
         before it (by date, else mtime, as chains order notes) mapped to the note that
         superseded it then, or None if it was current."""
-        rows = self.db.execute(f"{self._FACTS} WHERE status='ok' AND coalesce(date_ts, mtime_ns / 1e9, 0) < ?",
+        rows = self.db.execute(f"{self._FACTS} WHERE status='ok' AND {WRITTEN} < ?",
                                (moment,))  # Facts.order's time, compared in SQL
         return compute([_facts_of(r) for r in rows], self.scope)
 
@@ -584,7 +587,7 @@ class Catalog:
         if k <= 0:
             return out
         if allow is not None and len(allow) <= FEW_TO_WALK:  # their own rows cost less than the walk past the rest
-            rows = self._rows("SELECT key, coalesce(date_ts, mtime_ns / 1e9, 0), status FROM notes", "key", allow)
+            rows = self._rows(f"SELECT key, {WRITTEN}, status FROM notes", "key", allow)
             ok = [(-at, key) for key, at, status in rows if status == "ok" and not (deny and key in deny)]
             return [key for _, key in sorted(ok)[:k]]
         for (key,) in self.db.execute(NEWEST_FIRST):

@@ -58,7 +58,6 @@ PATTERNS: list[tuple[str, re.Pattern[str]]] = [
         r"client[_-]?secret|auth[_-]?token|bearer)[\w-]{0,20}[\"']?\s*[:=]\s*[\"']?(?P<s>[^\s\"'`,;]{12,})")),
 ]
 
-# values after a secret's name that are no secret
 # What every match of a pattern holds, so that a text holding none of it is not scanned by that
 # pattern: most notes hold no secret, and each scan cost ~6 us a note of the bench, the two of
 # secrets found by a key's name (case-insensitive, tried at every position) 25 us each; a third
@@ -100,6 +99,7 @@ def fold(text: str) -> str:
     return text.translate(_FOLD).lower()
 
 
+# values after a secret's name that are no secret
 _NOT_SECRETS = {"required", "optional", "none", "null", "nil", "true", "false", "string", "redacted", "example",
                 "placeholder", "undefined", "unset", "empty", "hidden", "masked", "secret", "password", "default"}
 
