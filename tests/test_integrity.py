@@ -211,6 +211,30 @@ def test_answers_during_a_rebuild_say_so(tmp_path):
         d.stop()
 
 
+def test_a_read_of_a_table_made_anew_meanwhile_is_no_damage(tmp_path):
+    """The daemon's warm-up loads the vector table without the read lock; a rebuild asked for
+    right after start removed the table's files under it, the failed read was taken for damage
+    (vectors.unreadable left in the state dir), and the rebuild's own sync then repaired the new
+    table and read every note twice (CI, 1 run in 4 under load). A read of a table its index has
+    made anew says so, and leaves no word of damage."""
+    from vaultmem.errors import IndexRemadeError
+    vault, state = tmp_path / "vault", tmp_path / "state"
+    for i in range(3):
+        atomic_save(vault / f"memory/n{i}.md", note(f"t{i}", f"the quokka {i} smiles\n"))
+    settings = _settings(vault, state)
+    with VaultIndex(settings, writable=True) as idx:
+        idx.sync(list(settings.vaults))
+        held = idx.vectors  # as the warm-up holds it: open, nothing read yet
+        qvec = idx.embedder.embed_query(["quokka"])[0]
+        idx.rebuild()
+        with pytest.raises(IndexRemadeError, match="made anew while this read ran"):
+            held.search(qvec, 1)
+        assert not (state / "vectors.unreadable").exists()
+        report = idx.sync(list(settings.vaults))
+        assert report.added == 3 and report.chunks_embedded == 3 and not report.repaired
+        assert len(idx.vectors.search(qvec, 3)) == 3
+
+
 @pytest.mark.slow
 def test_a_rebuild_is_said_from_the_moment_the_catalog_is_cleared(tmp_path):
     """The daemon's reader reads the catalog's file, which the rebuild clears and commits before

@@ -31,7 +31,7 @@ from .catalog import indexed_vaults
 from .client import REBUILDING, STILL_INDEXING, socket_problem
 from .config import Settings, Vault, default_config_path
 from .embedders import private_cache
-from .errors import DiskFullError, IndexDamagedError, UsageError, VaultmemError
+from .errors import DiskFullError, IndexDamagedError, IndexRemadeError, UsageError, VaultmemError
 from .index import VaultIndex
 from .query import check_unicode
 from .search import Searcher
@@ -60,7 +60,10 @@ class _Context(ops.Context):
     def read(self, fn):
         d = self.daemon
         with d.read_lock:
-            return fn(d.reader, d.searcher)
+            try:
+                return fn(d.reader, d.searcher)
+            except IndexRemadeError:  # the writer made an engine anew under it: the new one answers
+                return fn(d.reader, d.searcher)
 
     def incomplete(self) -> str | None:
         d = self.daemon
@@ -332,6 +335,9 @@ class Daemon:
             assert self.reader is not None
             # no read lock: loading takes seconds and must not hold up status or queries
             self.reader.vectors.search(self.reader.embedder.embed_query(["warm up"])[0], 1)
+        except IndexRemadeError:  # a rebuild or repair began meanwhile: its table is loaded by the next query
+            log.info("warm-up stopped: the vector index was made anew meanwhile")
+            return
         except Exception:  # warming is an optimisation; the first query will load what it needs
             log.exception("warm-up failed")
             return

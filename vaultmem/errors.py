@@ -34,6 +34,13 @@ class IndexDamagedError(IndexMissingError):
     data, which `vaultmem index` checks and makes again from the notes."""
 
 
+class IndexRemadeError(VaultmemError):
+    """A read ran on a part of the index that this process has since made anew (a repair, a
+    rebuild): its files are gone, not damaged. Asking again reads the new part."""
+
+    exit_code = 3
+
+
 class IndexBusy(VaultmemError):
     """Another process (a daemon, another `vaultmem index`) holds the index's writer lock."""
 

@@ -139,6 +139,7 @@ class FullText:
         directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.damaged: str | None = None  # why its answers cannot be trusted (integrity.py), once found
+        self.retired = False  # made anew by VaultIndex.repair: its files are gone (integrity.guard_reads)
         self.schema = _schema()
         self.was_reset = ""  # why it was emptied when opened, if it was
         try:

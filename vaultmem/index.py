@@ -350,6 +350,7 @@ class VaultIndex:
             log.warning("the %s in %s %s: it is made again from the notes", integrity.PART[part], self.state_dir, why)
         if "fulltext" in problems:
             self.fulltext.close()
+            self.fulltext.retired = True
             shutil.rmtree(self.state_dir / "tantivy", ignore_errors=True)
             self.fulltext = FullText(self.state_dir / "tantivy")
         if "vectors" in problems:
@@ -357,6 +358,8 @@ class VaultIndex:
             # query) could otherwise open the old table between the two, and the next sync
             # take vectors from that table's copy in memory for "unchanged" text
             with self._vectors_lock:
+                if self._vectors is not None:  # a thread may still hold it (the daemon's warm-up)
+                    self._vectors.retired = True
                 self._vectors = None
                 shutil.rmtree(self.state_dir / "lance", ignore_errors=True)
             self.catalog.set_meta("vector_files", "")

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import EmbedderMismatchError, IndexDamagedError, VaultmemError
+from .errors import EmbedderMismatchError, IndexDamagedError, IndexRemadeError, VaultmemError
 
 if TYPE_CHECKING:
     from .index import VaultIndex
@@ -81,8 +81,10 @@ def unreadable(state_dir: Path, part: str, err: BaseException) -> IndexDamagedEr
 def guard_reads(part: str, catch: tuple[type[BaseException], ...]):
     """Decorate an engine's read methods: an engine found wanting (its `damaged`) refuses to
     answer, and an error of the engine's (`catch`: a damaged file, or for Tantivy a Rust panic,
-    which Python sees as a BaseException) becomes `unreadable`. The engine has `directory` (its
-    own, in the state dir) and `damaged`."""
+    which Python sees as a BaseException) becomes `unreadable`, unless the engine was `retired`
+    (VaultIndex.repair made its part anew and removed its files while another thread still held
+    it: the daemon's warm-up, a query). The engine has `directory` (its own, in the state dir),
+    `damaged` and `retired`."""
     def decorate(method):
         @functools.wraps(method)
         def wrapper(self, *args, **kwargs):
@@ -93,6 +95,8 @@ def guard_reads(part: str, catch: tuple[type[BaseException], ...]):
             except (KeyboardInterrupt, SystemExit, GeneratorExit, VaultmemError):
                 raise
             except catch as err:
+                if self.retired:  # its files were removed on purpose: no damage to leave word of
+                    raise IndexRemadeError(f"the {PART[part]} was made anew while this read ran: ask again") from err
                 raise unreadable(self.directory.parent, part, err) from err
         return wrapper
     return decorate

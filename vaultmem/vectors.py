@@ -263,6 +263,7 @@ class Vectors:
             directory.mkdir(parents=True, exist_ok=True)
         self.directory = directory
         self.damaged: str | None = None  # why its answers cannot be trusted (integrity.py), once found
+        self.retired = False  # made anew by VaultIndex.repair: its files are gone (integrity.guard_reads)
         # bounded caches: with the defaults, every commit's metadata stayed cached and the daemon
         # grew by ~135 MB over 300 single-note edits
         session = lancedb.Session(index_cache_size_bytes=INDEX_CACHE_BYTES,
