@@ -91,6 +91,7 @@ class Writer:
         self._fill_from = self.vectors_left
         self._fill_started = time.monotonic()
         self._fill_paused_until = 0.0
+        self._fill_paused_for_room = False  # paused by a full disk: a write that succeeds ends the pause
         every = index.imported_all()
         self.imported = {name: frozenset(every.get(name, ())) for name in vaults}  # as last indexed
         self._thread: threading.Thread | None = None
@@ -153,6 +154,8 @@ class Writer:
             try:
                 self._apply(batch)
                 self.write_failure = None
+                if self._fill_paused_for_room:  # the disk has room again: the vectors need not wait
+                    self._fill_paused_until, self._fill_paused_for_room = 0.0, False
             except Exception as err:  # one bad batch must not kill the writer; a reconcile repairs
                 failures = (self.write_failure or {}).get("failures", 0) + 1
                 # the first retry at once (a one-off), then after 1, 2, 4 ... s
@@ -199,8 +202,10 @@ class Writer:
                 self.index.fill_vectors(FILL_NOTES)
         except Exception as err:  # the notes stay searchable by words; tried again later
             self._fill_paused_until = time.monotonic() + FILL_RETRY_SECONDS
-            if is_disk_full(err):
-                log.error("%s; embedding the notes left without vectors waits %.0f s", err, FILL_RETRY_SECONDS)
+            self._fill_paused_for_room = is_disk_full(err)
+            if self._fill_paused_for_room:
+                log.error("%s; embedding the notes left without vectors waits %.0f s (or until a write succeeds)",
+                          err, FILL_RETRY_SECONDS)
             else:
                 log.exception("embedding the vectors of notes left without them failed; tried again in %.0f s",
                               FILL_RETRY_SECONDS)
