@@ -919,6 +919,31 @@ def test_the_in_memory_vectors_make_room_once_for_the_rows_a_fill_will_add(tmp_p
     assert fresh.search(mat[0], 1)[0][0] == "c0" and len(fresh._memory.rows) >= 501
 
 
+def test_the_in_memory_copy_is_read_a_batch_at_a_time_and_holds_every_row(tmp_path, monkeypatch):
+    """The copy is read LOAD_BATCH rows at a time (the whole table read at once was 64 MB above
+    what it keeps at 50,000 notes), from a table of several fragments, and with rows added
+    between the count and the read (the matrix grows for them): every row is in it, each found
+    by its own vector, with its note's rows and its hash."""
+    import numpy as np
+    from vaultmem import vectors
+    monkeypatch.setattr(vectors, "LOAD_BATCH", 100)
+    rng = np.random.default_rng(5)
+    n = 1100  # past the smallest matrix (1024 rows), so that a short count makes it grow
+    mat = rng.normal(size=(n, 16)).astype(np.float32)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    writer = Vectors(tmp_path / "lance", "test-embedder", 16)
+    for start, end in ((0, 400), (400, 750), (750, n)):  # three appends: three fragments
+        writer.replace(set(), [(f"c{i}", f"v:n{i // 2}.md", f"h{i}", mat[i]) for i in range(start, end)])
+    for counted in (n, 5):  # 5: the rest came after the count
+        reader = Vectors(tmp_path / "lance", "test-embedder", 16, writable=False)
+        monkeypatch.setattr(reader, "count", lambda counted=counted: counted)
+        assert [reader.search(mat[i], 1)[0][0] for i in range(n)] == [f"c{i}" for i in range(n)]
+        memory, view = reader._memory_view()
+        assert view.n == n and len(memory.rows) >= n
+        assert sorted(memory.chunks[r] for r in view.rows_of["v:n507.md"]) == ["c1014", "c1015"]
+        assert memory.chunks[memory.row_of_hash["h1099"]] == "c1099"
+
+
 def test_past_its_rerank_size_the_vector_search_scans_coarsely_and_scores_exactly(tmp_path, monkeypatch):
     """Past COARSE_RERANK rows a query is scanned on the rows' projections, then its best rows
     are scored on the stored vectors: the answer is the exact one (chunks, order and cosines),
