@@ -610,6 +610,35 @@ def test_reindex_rebuild_through_the_daemon_keeps_answering(daemon):
     assert daemon.request({"op": "query", "text": "ocelot", "mode": "vector"})["hits"][0]["path"] == "memory/a.md"
 
 
+@pytest.mark.slow
+def test_a_rebuild_while_the_warm_up_loads_the_vectors_is_no_damage(tmp_path):
+    """The warm-up loads the vector table without the read lock; a rebuild asked for meanwhile
+    removed the files under it, the failed read was taken for damage, and the rebuild repaired
+    its new table and read every note twice (the test above failed 5 runs in 20 under load).
+    Here the warm-up waits two seconds before it reads (a sitecustomize on the daemon's
+    PYTHONPATH), so the rebuild always comes first."""
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "sitecustomize.py").write_text(
+        "import threading, time\nimport vaultmem.vectors as vectors\n_view = vectors.Vectors._memory_view\n"
+        "def view(self):\n    if threading.current_thread().name == 'vaultmem-warm-up':\n        time.sleep(2.0)\n"
+        "    return _view(self)\nvectors.Vectors._memory_view = view\n")
+    vault = tmp_path / "vault"
+    for i in range(3):
+        atomic_save(vault / f"memory/n{i}.md", note(f"t{i}", f"the ocelot {i} prowls\n"))
+    d = DaemonProc(vault, tmp_path / "state", tmp_path / "run/v.sock", extra_env={"PYTHONPATH": str(slow)}).start()
+    try:
+        out = d.request({"op": "reindex", "rebuild": True})
+        assert out["ok"] and (out["report"]["added"], out["report"]["updated"]) == (3, 0), out
+        d.wait_for(lambda: any(w in d.log.read_text() for w in ("warm-up stopped", "warmed up", "warm-up failed")))
+        assert not (d.state / "vectors.unreadable").exists()
+        log = d.log.read_text()
+        assert "could not be read" not in log and "made again" not in log and "warm-up failed" not in log, log
+        assert sorted(d.paths("ocelot")) == [f"memory/n{i}.md" for i in range(3)]
+    finally:
+        d.stop()
+
+
 def test_a_vault_out_of_the_config_is_said_and_dropped_through_the_daemon(daemon, tmp_path):
     """A vault indexed before but not among the daemon's: one warning at start, status marks
     it, and `reindex --drop-vault` takes it out through the daemon (never one it watches)."""
