@@ -211,3 +211,34 @@ def test_notes_are_embedded_in_batches_side_by_side_each_on_one_blas_thread(tmp_
     finally:
         vars(backend).pop("_encode", None)  # the model is shared with the other tests
         backend.table = heap
+
+
+def test_the_compact_tokenizer_splits_every_text_as_the_packages_table_does():
+    """The daemon tokenizes with the word pieces in sorted order (UseEmbedder.fast_tokenizer
+    off: 34 MB less) but while it embeds a backlog. Its lookups must answer as the package's
+    table does for every string the tokenizer can ask: each piece and each prefix of one (the
+    table's keys), strings that begin no piece, and whole texts in every script the notes use,
+    which must then split into the same tokens and embed to the same vectors."""
+    import random
+    from vaultmem.embedders import SortedPieces, prefix_table
+    embedder = UseEmbedder(threads=1)
+    tokenizer = embedder._model._sp  # the process's one model (other tests share it): put back below
+    table = tokenizer._prefixes
+    assert isinstance(table, dict) and prefix_table(tokenizer._pieces) == table  # made again as the package makes it
+    compact = SortedPieces(tokenizer._pieces)
+    assert all(compact.get(key) == value for key, value in table.items())
+    rng = random.Random(11)
+    alphabet = "abcdeiklmnorstuzABCZ _-.`/0123456789배포테스트한국어テスト環境単体ｶﾀｶﾅ½🚀é"
+    tried = ["".join(rng.choice(alphabet) for _ in range(rng.randint(1, 12))) for _ in range(20_000)]
+    assert all(compact.get(s) == table.get(s) for s in tried)
+    assert sum(table.get(s) is None for s in tried) > 1000 and sum(table.get(s) == 0 for s in tried) > 10
+    texts = PASSAGES + [q for q, _ in QUERIES] + ["ＡＰＩ ｶﾀｶﾅ Ｘ½ `snake_case_id` 🚀", "", " ", "x" * 3000]
+    want_tokens, want_vectors = tokenizer.encode(texts), embedder.embed(texts)
+    assert embedder.fast_tokenizer(False) and not embedder.fast_tokenizer(False)
+    try:
+        assert isinstance(tokenizer._prefixes, SortedPieces)
+        assert tokenizer.encode(texts) == want_tokens
+        assert np.array_equal(embedder.embed(texts), want_vectors)
+    finally:
+        assert embedder.fast_tokenizer(True) and isinstance(tokenizer._prefixes, dict)
+    assert tokenizer._prefixes == table and tokenizer.encode(texts) == want_tokens

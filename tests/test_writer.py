@@ -136,6 +136,33 @@ def test_a_failed_batch_is_retried_by_a_reconcile_and_said_in_status(tmp_path):
 
 @pytest.mark.skipif(os.uname().sysname != "Linux" or __import__("platform").libc_ver()[0] != "glibc",
                     reason="glibc's malloc settings")
+def test_the_tokenizers_prefix_table_is_made_for_a_backlog_and_dropped_once_it_is_embedded(tmp_path, monkeypatch):
+    """The daemon keeps its tokenizer compact (34 MB less) but while it embeds a backlog in the
+    background: the writer makes the package's table of prefixes when notes are left without
+    vectors and drops it when the last of them has its vector."""
+    from vaultmem.embedders import SortedPieces, fast_tokenizer
+    vault = tmp_path / "vault"
+    for i in range(12):
+        atomic_save(vault / f"memory/n{i:02d}.md", f"# Note {i}\n\nthe axolotl {i} swims\n")
+    with writer_in_process(tmp_path, vault) as w:
+        tokenizer = w.index.embedder._model._sp  # the process's one model: put back below
+        try:
+            fast_tokenizer(w.index.embedder, False)  # as the daemon leaves it after its warm-up
+            w.index.vectors_later_at = 5  # a reconcile of 5 notes or more leaves their vectors for later
+            w._apply([Work("reconcile", reason="test")])
+            w._count_vectors_left()  # as the writer's loop does after each batch
+            assert w.vectors_left == 12 and isinstance(tokenizer._prefixes, dict)
+            monkeypatch.setattr(wrmod, "FILL_NOTES", 5)
+            w._fill_step()
+            assert w.vectors_left == 7 and isinstance(tokenizer._prefixes, dict)
+            while w.vectors_left:
+                w._fill_step()
+            assert isinstance(tokenizer._prefixes, SortedPieces)
+            assert w.index.vectors.count() == 12
+        finally:
+            fast_tokenizer(w.index.embedder, True)
+
+
 def test_the_writers_bulk_work_keeps_big_blocks_on_the_heap_and_sets_the_daemons_thresholds_back():
     """A 2 MB block is mmapped under the daemon's malloc settings (its memory goes back when
     freed), comes from the heap while notes are read and embedded (bulk_heap: no fresh zeroed

@@ -30,7 +30,7 @@ from . import __version__, heap, inventory, ops
 from .catalog import indexed_vaults
 from .client import REBUILDING, STILL_INDEXING, socket_problem
 from .config import Settings, Vault, default_config_path
-from .embedders import private_cache
+from .embedders import fast_tokenizer, private_cache
 from .errors import DiskFullError, IndexDamagedError, IndexRemadeError, UsageError, VaultmemError
 from .index import VaultIndex
 from .query import check_unicode
@@ -341,6 +341,8 @@ class Daemon:
         except Exception:  # warming is an optimisation; the first query will load what it needs
             log.exception("warm-up failed")
             return
+        if self.writer is not None and not self.writer.vectors_left:  # else the background embedding uses it
+            fast_tokenizer(self.reader.embedder, False)  # the model, and so its tokenizer, is shared
         heap.return_free_memory()  # loading the model leaves tens of MB of freed heap behind
         log.info("warmed up in %.1f s", time.perf_counter() - t)
 
