@@ -109,6 +109,15 @@ CLIENT_UNNEEDED = {"logging", "dataclasses", "inspect", "tomllib", "datetime", "
 STARTED: list = []  # every daemon a test started, so none outlives the session
 
 
+def daemon_running(tmp_path: Path, code: str) -> dict:
+    """`extra_env` for a DaemonProc whose daemon runs `code` as it starts (a sitecustomize on
+    its PYTHONPATH): a step slowed down so that a race happens every time."""
+    folder = tmp_path / "sitecustomize"
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(code)
+    return {"PYTHONPATH": str(folder)}
+
+
 class DaemonProc:
     """A real `vaultmem daemon` subprocess on a temp vault, state dir and socket."""
 

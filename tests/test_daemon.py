@@ -12,7 +12,8 @@ import time
 
 import pytest
 
-from conftest import CACHE, CLIENT_UNNEEDED, ENGINES, ROOT, DaemonProc, atomic_save, imported_by, note, run_cli
+from conftest import (CACHE, CLIENT_UNNEEDED, ENGINES, ROOT, DaemonProc, atomic_save, daemon_running, imported_by, note,
+                      run_cli)
 
 pytestmark = pytest.mark.slow
 
@@ -617,16 +618,14 @@ def test_a_rebuild_while_the_warm_up_loads_the_vectors_is_no_damage(tmp_path):
     its new table and read every note twice (the test above failed 5 runs in 20 under load).
     Here the warm-up waits two seconds before it reads (a sitecustomize on the daemon's
     PYTHONPATH), so the rebuild always comes first."""
-    slow = tmp_path / "slow"
-    slow.mkdir()
-    (slow / "sitecustomize.py").write_text(
+    slow = daemon_running(tmp_path, (
         "import threading, time\nimport vaultmem.vectors as vectors\n_view = vectors.Vectors._memory_view\n"
         "def view(self):\n    if threading.current_thread().name == 'vaultmem-warm-up':\n        time.sleep(2.0)\n"
-        "    return _view(self)\nvectors.Vectors._memory_view = view\n")
+        "    return _view(self)\nvectors.Vectors._memory_view = view\n"))
     vault = tmp_path / "vault"
     for i in range(3):
         atomic_save(vault / f"memory/n{i}.md", note(f"t{i}", f"the ocelot {i} prowls\n"))
-    d = DaemonProc(vault, tmp_path / "state", tmp_path / "run/v.sock", extra_env={"PYTHONPATH": str(slow)}).start()
+    d = DaemonProc(vault, tmp_path / "state", tmp_path / "run/v.sock", extra_env=slow).start()
     try:
         out = d.request({"op": "reindex", "rebuild": True})
         assert out["ok"] and (out["report"]["added"], out["report"]["updated"]) == (3, 0), out

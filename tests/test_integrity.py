@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DaemonProc, atomic_save, note, run_cli
+from conftest import DaemonProc, atomic_save, daemon_running, note, run_cli
 
 from vaultmem.backend import Backend
 from vaultmem.config import resolve
@@ -245,16 +245,14 @@ def test_a_rebuild_is_said_from_the_moment_the_catalog_is_cleared(tmp_path):
     import subprocess
     import sys
     import time
-    slow = tmp_path / "slow"
-    slow.mkdir()
-    (slow / "sitecustomize.py").write_text(
+    slow = daemon_running(tmp_path, (
         "import time\nimport vaultmem.index as index\n_rebuild = index.VaultIndex.rebuild\n"
         "def rebuild(self):\n    _rebuild(self)\n    time.sleep(1.0)\n"
-        "index.VaultIndex.rebuild = rebuild\n")
+        "index.VaultIndex.rebuild = rebuild\n"))
     vault = tmp_path / "vault"
     for i in range(40):
         atomic_save(vault / f"memory/n{i:03d}.md", note(f"t{i}", f"the quokka {i} smiles\n"))
-    d = DaemonProc(vault, tmp_path / "state", tmp_path / "run/v.sock", extra_env={"PYTHONPATH": str(slow)}).start()
+    d = DaemonProc(vault, tmp_path / "state", tmp_path / "run/v.sock", extra_env=slow).start()
     try:
         assert len(d.paths("quokka", k=100)) == 40
         proc = subprocess.Popen([sys.executable, "-m", "vaultmem.cli", "index", "--rebuild", "--state-dir", str(d.state)],
