@@ -410,7 +410,6 @@ class UseEmbedder:
         mapped.madvise(mmap.MADV_DONTNEED)
         return True
 
-
     def fast_tokenizer(self, on: bool) -> bool:
         """Tokenize with the package's table of every word piece and every prefix of one (on:
         250,952 dict entries, 34 MB of the daemon's memory) or with the pieces in sorted order

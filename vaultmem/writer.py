@@ -23,8 +23,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from . import embedders, heap
+from . import heap
 from .config import Settings, Vault
+from .embedders import fast_tokenizer
 from .errors import VaultmemError, is_disk_full
 from .index import SyncReport, VaultIndex
 from .service import sd_notify
@@ -193,7 +194,7 @@ class Writer:
             self._fill_from, self._fill_started = left, time.monotonic()
             if left:
                 self.index.vectors.expect(self.index.catalog.unembedded_chunks())
-                self.fast_tokenizer(True)
+                fast_tokenizer(self.index.embedder, True)  # its table of prefixes while a backlog is embedded
         self.vectors_left = left
 
     def _fill_step(self) -> None:
@@ -225,7 +226,7 @@ class Writer:
             line = f"vectors of {self._fill_from:,} notes embedded in {now - self._fill_started:.1f} s"
             log.info("%s", line)
             self.index.vectors.expect(0)
-            self.fast_tokenizer(False)
+            fast_tokenizer(self.index.embedder, False)  # and the compact one again (34 MB less)
             heap.return_free_memory()
             self.enqueue(Work("optimize"))  # hundreds of small appends: compact them, as after a bulk load
             if self._progress_told:
@@ -236,12 +237,6 @@ class Writer:
                     "(searchable by words meanwhile)")
             log.info("%s", line)
             self._progress_told = sd_notify(f"STATUS={line}") or self._progress_told
-
-    def fast_tokenizer(self, on: bool) -> None:
-        """The embedder's fast tokenizer while a backlog of notes is embedded, its compact one
-        the rest of the time (UseEmbedder.fast_tokenizer: 34 MB)."""
-        if embedders.fast_tokenizer(self.index.embedder, on):
-            log.debug("the tokenizer's table of prefixes %s", "made" if on else "dropped")
 
     @property
     def vectors_progress(self) -> dict[str, int] | None:
