@@ -426,7 +426,8 @@ def test_missing_index_is_a_clear_error(env):
         VaultIndex(env.settings())
 
 
-@pytest.mark.parametrize("layout, dropped", [("2", ["secrets", "imports"]), ("3", ["imports"])])
+@pytest.mark.parametrize("layout, dropped", [("2", ["secrets", "imports", "preview_chars"]),
+                                             ("3", ["imports", "preview_chars"]), ("4", ["preview_chars"])])
 def test_an_older_catalog_is_migrated_in_place_without_re_embedding(env, layout, dropped):
     import sqlite3
 
@@ -440,6 +441,7 @@ def test_an_older_catalog_is_migrated_in_place_without_re_embedding(env, layout,
     for column in dropped:
         db.execute(f"ALTER TABLE notes DROP COLUMN {column}")
     db.execute("DELETE FROM notes WHERE path='CONTRIBUTING.md'")  # that layout never knew of imports
+    db.execute("UPDATE notes SET preview='as that layout stored it'")  # each note's own
     db.execute("UPDATE meta SET v=? WHERE k='schema'", (layout,))
     db.execute("UPDATE meta SET v='3:1500:500' WHERE k='pipeline'")
     db.commit()
@@ -448,6 +450,39 @@ def test_an_older_catalog_is_migrated_in_place_without_re_embedding(env, layout,
     assert report.updated == 3 and report.added == 1 and report.chunks_embedded == 0 and report.chunks_reused == 4
     assert [h.path for h in env.query("aardvark", mode="text")] == ["memory/a.md"]
     assert [h.path for h in env.query("capybara", mode="text")] == ["CONTRIBUTING.md"]
+    assert [h.preview for h in env.query("bison", mode="text")] == ["the bison note"]
+
+
+def test_a_preview_that_begins_the_first_chunk_is_stored_once(env):
+    """A preview is the body's first 500 characters, which most often begin the first chunk:
+    kept there alone, and a hit's preview is the same either way."""
+    import sqlite3
+
+    from vaultmem.notes import parse_note
+
+    long = "walrus " + " ".join(f"walrus{i}" for i in range(120))  # past 500 characters: one chunk
+    texts = {
+        "memory/one.md": note("one", long + "\n"),
+        "memory/short-first.md": note("two", "# Two\n\nwalrus\n\n" + "\n\n".join(
+            f"## Part {i}\n\n" + "lorem ipsum walrus dolor " * 20 for i in range(3))),
+        "memory/summary-only.md": note("three", "", description="the walrus summary"),
+        "memory/secret.md": note("four", "walrus token ghp_" + "a1B2c3D4e5" * 4 + "\n"),
+    }
+    for rel, text in texts.items():
+        env.write(rel, text)
+    env.sync()
+    db = sqlite3.connect(env.state / "catalog.sqlite3")
+    stored = dict(db.execute("SELECT path, preview FROM notes"))
+    db.close()
+    want = {rel: parse_note("v", rel, text.encode()).preview for rel, text in texts.items()}
+    assert stored["memory/one.md"] is None and stored["memory/summary-only.md"] is None
+    assert stored["memory/secret.md"] is None
+    assert stored["memory/short-first.md"] == want["memory/short-first.md"]  # it runs past the first chunk
+    assert len(want["memory/one.md"]) == 500 and "[secret masked]" in want["memory/secret.md"]
+    got = {h.path: h.preview for h in env.query("walrus", mode="text", k=10)}
+    assert got == want
+    got = {h.path: h.preview for h in env.query("walrus", k=10)}
+    assert got == want
 
 
 def test_an_unknown_older_catalog_is_rebuilt_from_the_notes(env):

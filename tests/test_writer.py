@@ -83,7 +83,7 @@ def test_a_note_pointed_at_a_new_file_is_read_again_once_the_daemon_knows_the_li
                 w._apply([w.queue.get_nowait()])
 
         def texts():
-            return {w.index.catalog.notes(["v:CLAUDE.md"])["v:CLAUDE.md"].preview.split()[-1]}
+            return {w.index.catalog.chunks_of(["v:CLAUDE.md"])[0].text.split()[-1]}
         w._apply([Work("reconcile", reason="test")])
         run_queue()
         assert texts() == {"echidna"}

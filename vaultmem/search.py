@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import dates
-from .catalog import NoteRecord, chunk_id, written_at, written_how
+from .catalog import NoteRecord, chunk_id, first_chunks, preview, written_at, written_how
 from .fulltext import TextQuery
 from .index import VaultIndex
 from .notes import extra_keys, extract_entities
@@ -439,8 +439,9 @@ class Searcher:
               t0: float, tq: TextQuery | None = None, qvec=None) -> tuple[list[Hit], dict[str, Any]]:
         cfg = self.cfg
         retired = self._retired()
-        chunks = self.index.catalog.chunks(chunk_for.values())
-        rel = self._relevance(q, tq, qvec, chunks, notes) if tq is not None else {}
+        chunks = self.index.catalog.chunks({*chunk_for.values(), *first_chunks(notes[key] for _, key, _ in top)})
+        rel = self._relevance(q, tq, qvec, {cid: chunks[cid] for cid in chunk_for.values() if cid in chunks},
+                              notes) if tq is not None else {}
         sup_keys = [notes[key].superseded_by for _, key, _ in top if notes[key].superseded_by]
         sup_paths = {k: k.split(":", 1)[1] for k in sup_keys}
         terms = highlight_terms(q.text)
@@ -460,7 +461,8 @@ class Searcher:
                 if row.topic and (joined := scope.describe(scope(row.vault, row.path))):
                     parts["chain"] = f"one chain of this topic across {joined}"
             ch = chunks.get(chunk_for[key])
-            text = ch.text if ch else row.preview or ""
+            shown = preview(row, chunks)
+            text = ch.text if ch else shown
             hits.append(Hit(
                 path=row.path, vault=row.vault,
                 line_start=ch.line_start if ch else 1, line_end=ch.line_end if ch else 1,
@@ -472,7 +474,7 @@ class Searcher:
                 topic=row.topic, tags=list(row.tags), kind=row.kind, date=row.date,
                 importance=row.importance,
                 snippet=make_snippet(text, terms, cfg.snippet_chars, unknown),
-                preview=row.preview or "",
+                preview=shown,
                 changed=row.vault not in gone and _changed(vault_roots.get(row.vault), row),
                 vault_missing=True if row.vault in gone else None,
                 imported_by=imported.get(row.vault, {}).get(row.path),
