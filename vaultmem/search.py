@@ -126,10 +126,10 @@ ALLOW_CACHE_SIZE = 8  # filters whose note sets are kept (a set of 10,000 keys i
 
 @functools.lru_cache(maxsize=1)
 def _beside() -> ThreadPoolExecutor:
-    """The thread a hybrid query's full-text search runs on while the query thread embeds the
-    query and scans the vectors: Tantivy and the model's matrix work let go of the GIL, so on
-    two free cores the text search costs no time of its own (1.9 of a 13.6 ms query at 50,000
-    notes). One thread: queries from several clients take turns at it, each a few ms."""
+    """The thread a hybrid query's full-text search (and the reading of its hits' rows) runs on
+    while the query thread embeds the query and scans the vectors: Tantivy, SQLite and the
+    model's matrix work let go of the GIL, so on two free cores that half costs little time of
+    its own. One thread: the daemon answers one query at a time anyway (its read lock)."""
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="text-search")
 
 
@@ -242,23 +242,23 @@ class Searcher:
                 hits, info = self._hits(q, [], {}, {}, [], t0)
                 return hits, {**info, "phrase_absent": list(tq.phrases)}
         unknown = self.index.fulltext.unknown_words(tq) if q.mode != "vector" else []
-        words = None
+        words, known = None, None
         if q.mode == "text":
-            text_hits = self._text_hits(tq, n, allow, deny, unknown)
+            text_hits, known = self._words(tq, n, allow, deny, unknown, state)
         elif q.mode == "hybrid":  # the words are looked up on another core while the query is embedded
-            words = _beside().submit(self._text_hits, tq, n, allow, deny, unknown)
+            words = _beside().submit(self._words, tq, n, allow, deny, unknown, state)
         qvec = None
         if q.mode in ("hybrid", "vector"):
             qvec = self.index.embedder.embed_query([q.text])[0]
             vec_hits = self.index.vectors.search(qvec, n, allow, deny)
         if words is not None:
-            text_hits = words.result()
+            text_hits, known = words.result()
         ent_names = self._query_entities(q.text)
         ent_hits = self.index.fulltext.entity_search(ent_names, n, allow, deny) if ent_names else []
 
         found = Candidates(q, tq, n, allow, deny, state, unknown, text=_best_per_note(text_hits),
                            vector=_best_per_note(vec_hits), entity=_best_per_note(ent_hits))
-        scored, notes = self._rank(found)
+        scored, notes = self._rank(found, known)
         if q.mode == "hybrid" and cfg.expand_terms and cfg.expand_notes and found.text and scored:
             scored, notes, found = self._look_again(found, scored, notes)
         if q.history:
@@ -267,10 +267,15 @@ class Searcher:
         chunk_for = {key: found.chunk_of(key) for _, key, _ in top}
         return self._hits(q, top, notes, chunk_for, unknown, t0, tq, qvec)
 
-    def _text_hits(self, tq: TextQuery, n: int, allow: Set[str] | None, deny: Set[str] | None,
-                   unknown: list[str]) -> list[tuple[str, str, float]]:
+    def _words(self, tq: TextQuery, n: int, allow: Set[str] | None, deny: Set[str] | None, unknown: list[str],
+               state: dict[str, str | None] | None) -> tuple[list[tuple[str, str, float]], dict[str, NoteRecord]]:
+        """The full-text hits of the query's words, and their notes' catalog rows (which ranking
+        reads): a hybrid query's first half, on the thread beside it (_beside), where the query
+        thread touches neither engine nor catalog meanwhile."""
         hits = self.index.fulltext.search(tq, n, allow, deny)
-        return self._spelled_like(tq, hits, unknown) if unknown else hits
+        if unknown:
+            hits = self._spelled_like(tq, hits, unknown)
+        return hits, self._rows_as_of(state)({key for _, key, _ in hits})
 
     def _relevance(self, q: Query, tq: TextQuery, qvec, chunks: dict, notes: dict) -> dict[str, tuple[float, dict]]:
         """chunk id -> (relevance, its features) for the hits' chunks: the chance that a hit
