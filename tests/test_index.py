@@ -9,7 +9,7 @@ import pytest
 
 from conftest import note, run_cli, write
 
-from vaultmem.errors import EmbedderMismatchError, VaultmemError
+from vaultmem.errors import EmbedderMismatchError, IndexMissingError, VaultmemError
 from vaultmem.index import VaultIndex
 from vaultmem.vectors import Vectors
 
@@ -421,7 +421,6 @@ def test_vectors_are_stored_as_float16(env):
 
 
 def test_missing_index_is_a_clear_error(env):
-    from vaultmem.errors import IndexMissingError
     with pytest.raises(IndexMissingError, match="vaultmem index"):
         VaultIndex(env.settings())
 
@@ -446,6 +445,8 @@ def test_an_older_catalog_is_migrated_in_place_without_re_embedding(env, layout,
     db.execute("UPDATE meta SET v='3:1500:500' WHERE k='pipeline'")
     db.commit()
     db.close()
+    with pytest.raises(IndexMissingError, match=r"older layout; run `vaultmem index` .* up to date \(in place"):
+        VaultIndex(env.settings())  # a reader (a query without a daemon) brings nothing forward
     report = env.sync()
     assert report.updated == 3 and report.added == 1 and report.chunks_embedded == 0 and report.chunks_reused == 4
     assert [h.path for h in env.query("aardvark", mode="text")] == ["memory/a.md"]
@@ -650,7 +651,6 @@ def test_files_a_killed_commit_left_behind_do_not_fail_the_next_one(env):
 def test_a_damaged_index_is_said_and_made_again_from_the_notes(env):
     """Derived data lost on disk: a garbled Tantivy meta.json, or a Lance data file gone, made
     every query (and `index`) end in an engine traceback."""
-    from vaultmem.errors import IndexMissingError
     env.write("memory/a.md", note("deploy", "Deploy with make ship.\n"))
     env.write("memory/b.md", note("cache", "Warm the cache first.\n"))
     env.sync()

@@ -305,8 +305,10 @@ class Catalog:
             version = SCHEMA_VERSION
         if version != SCHEMA_VERSION and has_notes:
             if not writer:
+                how = ("to bring it up to date (in place: no note is read or embedded again)"
+                       if version in MIGRATIONS else "to rebuild it")
                 raise IndexMissingError(f"the index in {path.parent} has an older layout; "
-                                        "run `vaultmem index` (or restart the daemon) to rebuild it")
+                                        f"run `vaultmem index` (or restart the daemon) {how}")
             # an older layout: start over (the notes are the truth; the caller re-indexes)
             log.warning("the index in %s has an older layout; it is made again from the notes", path.parent)
             self.db.executescript("DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS chunks; "
