@@ -321,6 +321,10 @@ def test_a_mistyped_option_gets_the_commands_usage_and_the_option_meant():
     assert r.returncode == 2
     assert r.stderr.startswith("usage: vaultmem query") and r.stderr.strip().endswith(
         "vaultmem query: error: unrecognized arguments: --hisotry (did you mean --history?)"), r.stderr
+    r = run_cli("--json", "status")  # an option of the command, given before it
+    assert r.returncode == 2 and r.stderr.strip().endswith(
+        "vaultmem status: error: unrecognized arguments: --json (an option of the command: "
+        "`vaultmem status --json`)"), r.stderr
 
 
 def test_an_empty_query_is_no_query_whether_given_as_nothing_or_as_empty_text(tmp_path):

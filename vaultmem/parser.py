@@ -392,7 +392,9 @@ def unknown_options(parser: argparse.ArgumentParser, args: argparse.Namespace, e
     options = [o for action in target._actions for o in action.option_strings]
     hints = []
     for word in extra:
-        if word.startswith("-"):
+        if word.startswith("-") and word.split("=")[0] in options:  # `vaultmem --debug daemon`
+            hints.append(f"{word} (an option of the command: `vaultmem {args.command} {word}`)")
+        elif word.startswith("-"):
             close = difflib.get_close_matches(word.split("=")[0], options, n=1, cutoff=0.6)
             hints.append(f"{word} (did you mean {close[0]}?)" if close else word)
         else:
