@@ -163,6 +163,38 @@ def test_the_tokenizers_prefix_table_is_made_for_a_backlog_and_dropped_once_it_i
             fast_tokenizer(w.index.embedder, True)
 
 
+def test_a_long_fill_compacts_the_vector_table_less_often_as_it_grows(tmp_path, monkeypatch):
+    """Each compaction rewrites the whole vector table: through a first index they come after
+    FILL_OPTIMIZE_STEPS steps, then after as many steps as the notes embedded before the last
+    one make (a few rewrites in all, not one every 50 steps, the last ones at the table's
+    biggest). Here 2 notes a step, at least 2 steps: after 4, 8, 16 and 32 of 40 notes, none
+    after the last step (the writer asks for one then)."""
+    vault = tmp_path / "vault"
+    for i in range(40):
+        atomic_save(vault / f"memory/n{i:02d}.md", f"# Note {i}\n\nthe quoll {i} hunts\n")
+    with writer_in_process(tmp_path, vault) as w:
+        w.index.vectors_later_at = 5
+        w._apply([Work("reconcile", reason="test")])
+        w._count_vectors_left()
+        monkeypatch.setattr(wrmod, "FILL_NOTES", 2)
+        monkeypatch.setattr(wrmod, "FILL_OPTIMIZE_STEPS", 2)
+        compacted_at: list[int] = []
+        optimize = w.index.optimize
+
+        def counted():
+            compacted_at.append(40 - w.index.catalog.unembedded_count())
+            optimize()
+        monkeypatch.setattr(w.index, "optimize", counted)
+        w.commits_since_optimize = 0
+        while w.vectors_left:
+            w._fill_step()
+        assert compacted_at == [4, 8, 16, 32]
+        queued = []
+        while not w.queue.empty():
+            queued.append(w.queue.get_nowait().kind)
+        assert w.index.vectors.count() == 40 and "optimize" in queued
+
+
 def test_the_writers_bulk_work_keeps_big_blocks_on_the_heap_and_sets_the_daemons_thresholds_back():
     """A 2 MB block is mmapped under the daemon's malloc settings (its memory goes back when
     freed), comes from the heap while notes are read and embedded (bulk_heap: no fresh zeroed

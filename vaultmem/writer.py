@@ -37,7 +37,10 @@ RETRY_MAX_SECONDS = 300.0  # the longest wait before a reconcile after failed wr
 PROGRESS_SECONDS = 10.0  # how often a long reconcile says how far it is
 FILL_NOTES = 64  # notes given their vectors in one step (~0.2 s): an edit waits no longer than that
 FILL_RETRY_SECONDS = 60.0  # after a failed step, the next one waits this long
-FILL_OPTIMIZE_STEPS = 50  # fill steps between compactions of the vector table
+# fill steps between compactions of the vector table: at least this many, and as many as the
+# notes embedded before the last one make (each compaction rewrites the whole table, so spaced
+# out as it grows they rewrite it a few times in all, not once every 50 steps)
+FILL_OPTIMIZE_STEPS = 50
 
 
 def _iso(ts: float | None) -> str | None:
@@ -90,6 +93,7 @@ class Writer:
         index.vectors_later_at = settings.daemon.vectors_later_at
         self.vectors_left = index.catalog.unembedded_count()
         self._fill_from = self.vectors_left
+        self._fill_compacted = 0  # notes of the backlog embedded at its last compaction (_fill_step)
         self._fill_started = time.monotonic()
         self._fill_paused_until = 0.0
         self._fill_paused_for_room = False  # paused by a full disk: a write that succeeds ends the pause
@@ -192,6 +196,7 @@ class Writer:
         left = self.index.catalog.unembedded_count()
         if left > self.vectors_left or not self.vectors_left:  # a new backlog: its progress from here
             self._fill_from, self._fill_started = left, time.monotonic()
+            self._fill_compacted = 0
             if left:
                 self.index.vectors.expect(self.index.catalog.unembedded_chunks())
                 fast_tokenizer(self.index.embedder, True)  # its table of prefixes while a backlog is embedded
@@ -214,13 +219,15 @@ class Writer:
             return
         self.vectors_left = self.index.catalog.unembedded_count()
         self.commits_since_optimize += 1
-        if self.commits_since_optimize >= FILL_OPTIMIZE_STEPS and self.vectors_left:
-            # each append writes a manifest listing every fragment: at 50,000 notes a step's own
-            # cost (besides embedding) grew with the steps; compacting (0.2 s) keeps it flat
-            self.index.optimize()
-            self.commits_since_optimize = 0
-        self.refresh()
         done = self._fill_from - self.vectors_left
+        if self.vectors_left and self.commits_since_optimize >= max(FILL_OPTIMIZE_STEPS, self._fill_compacted // FILL_NOTES):
+            # each append writes a manifest listing every fragment (in process, an append of 64
+            # rows took 3.3 ms beside 50 small fragments, 3.9 ms beside 400), and a compaction
+            # rewrites the whole table, +25-40 MB for a moment: every 50 steps, the last ones took
+            # a first index of 50,000 notes to its 471 MB peak near the end (440 MB now)
+            self.index.optimize()
+            self.commits_since_optimize, self._fill_compacted = 0, done
+        self.refresh()
         now = time.monotonic()
         if not self.vectors_left:
             line = f"vectors of {self._fill_from:,} notes embedded in {now - self._fill_started:.1f} s"
