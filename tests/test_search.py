@@ -558,3 +558,20 @@ def test_a_quoted_phrase_is_exact_in_every_mode_through_the_cli_the_socket_and_m
     hit, miss = mcp_session(["--state-dir", str(daemon.state)], e, steps)
     assert [h["file"].rsplit("/", 1)[-1] for h in hit["hits"]] == ["deploy.md"], hit
     assert miss["hits"] == [] and 'no note holds the exact phrase "秒999"' in miss["note"], miss
+
+
+def test_the_thread_beside_a_hybrid_query_is_there_in_a_forked_child_too():
+    """A hybrid query's text half runs on a thread of its own (search._beside); a process
+    forked after a query has none of its parent's threads, and waited for ever for its answer."""
+    import os
+    import signal
+
+    from vaultmem.search import _beside
+
+    assert _beside().submit(os.getpid).result(timeout=10) == os.getpid()
+    pid = os.fork()
+    if pid == 0:  # the child: an answer within 10 s, or killed by the alarm
+        signal.alarm(10)
+        os._exit(0 if _beside().submit(os.getpid).result() == os.getpid() else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status

@@ -124,12 +124,17 @@ class Candidates:
 ALLOW_CACHE_SIZE = 8  # filters whose note sets are kept (a set of 10,000 keys is ~0.5 MB)
 
 
-@functools.lru_cache(maxsize=1)
 def _beside() -> ThreadPoolExecutor:
     """The thread a hybrid query's full-text search (and the reading of its hits' rows) runs on
     while the query thread embeds the query and scans the vectors: Tantivy, SQLite and the
     model's matrix work let go of the GIL, so on two free cores that half costs little time of
-    its own. One thread: the daemon answers one query at a time anyway (its read lock)."""
+    its own. One thread: the daemon answers one query at a time anyway (its read lock). One
+    per process: a child forked after a query has no such thread, and would wait for ever."""
+    return _beside_of(os.getpid())
+
+
+@functools.lru_cache(maxsize=1)
+def _beside_of(pid: int) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix="text-search")
 
 
