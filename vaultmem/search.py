@@ -275,8 +275,8 @@ class Searcher:
     def _words(self, tq: TextQuery, n: int, allow: Set[str] | None, deny: Set[str] | None, unknown: list[str],
                state: dict[str, str | None] | None) -> tuple[list[tuple[str, str, float]], dict[str, NoteRecord]]:
         """The full-text hits of the query's words, and their notes' catalog rows (which ranking
-        reads): a hybrid query's first half, on the thread beside it (_beside), where the query
-        thread touches neither engine nor catalog meanwhile."""
+        reads): a hybrid query's first half, on the thread beside it (_beside); the query thread
+        touches neither Tantivy nor the catalog meanwhile (it embeds and scans the vectors)."""
         hits = self.index.fulltext.search(tq, n, allow, deny)
         if unknown:
             hits = self._spelled_like(tq, hits, unknown)
