@@ -1024,6 +1024,29 @@ def test_past_its_rerank_size_the_vector_search_scans_coarsely_and_scores_exactl
     check(1600, allow={f"v:n{i}.md" for i in range(1, 1600, 2)}, deny={f"v:n{i}.md" for i in range(0, 700, 3)})
 
 
+def test_a_chunks_cosine_is_the_same_whatever_chunks_are_asked_with_it(tmp_path):
+    """A hit's relevance reads its chunk's cosine (Vectors.cosines); a hybrid query asks for
+    its likely hits' cosines first and for the rest later, so a chunk's cosine must not depend
+    on the chunks asked beside it. BLAS's matrix-vector product summed a row in an order that
+    did (its fourth decimal moved)."""
+    import numpy as np
+    rng = np.random.default_rng(3)
+    mat = rng.normal(size=(64, 512)).astype(np.float32)
+    mat /= np.linalg.norm(mat, axis=1, keepdims=True)
+    v = Vectors(tmp_path / "lance", "test-embedder", 512)
+    v.replace(set(), [(f"v:n{i}.md#0", f"v:n{i}.md", f"h{i}", mat[i]) for i in range(64)])
+    q = rng.normal(size=512).astype(np.float32)
+    q /= np.linalg.norm(q)
+    ids = [f"v:n{i}.md#0" for i in range(64)]
+    alone = {cid: v.cosines(q, [cid])[cid] for cid in ids}
+    for size in (2, 3, 5, 7, 13, 64):
+        for _ in range(4):
+            asked = list(rng.choice(ids, size, replace=False))
+            assert v.cosines(q, asked) == {cid: alone[cid] for cid in asked}
+    stored = mat.astype(np.float16).astype(np.float32)
+    assert np.allclose([alone[cid] for cid in ids], stored @ q, atol=1e-5)
+
+
 def test_a_rebuild_never_reuses_vectors_from_the_table_it_takes_away(env, monkeypatch):
     """The daemon's reader shares the writer's vector table and opens it from another thread
     (its warm-up, a query). A rebuild that dropped the table and then removed its directory,
