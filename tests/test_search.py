@@ -485,6 +485,40 @@ def test_a_second_look_finds_a_note_in_the_best_notes_words(env):
     assert all("bm25" not in h.explain for h in once if h.path == "memory/retries.md")
 
 
+def test_a_second_look_answers_as_if_it_worked_everything_out_afresh(env):
+    """The second look takes its notes' ranking factors from the first look's ranking and
+    the hits' snippets, relevance and `changed` from what the query thread worked out for the
+    first look's best notes while the second look's words were looked up. Its answer must be
+    the one it gives working everything out afresh: scores, order, snippets, relevance,
+    explain, with importance, dates, a half-life, an entity and a file changed since indexing."""
+    from vaultmem.index import VaultIndex
+    from vaultmem.query import Query
+    from vaultmem.search import Searcher, _Shown
+
+    class Afresh(Searcher):
+        def _look_again(self, found, scored, notes, qvec, shown, factors):
+            return super()._look_again(found, scored, notes, qvec, _Shown(), {})
+
+    _second_look_vault(env)
+    env.write("memory/hydra-notes.md", note("hydra notes", "# Hydra\n\nThe Hydra orchestrator reads Quokka manifests "
+                                            "for the staging cluster.\n\n# Quokka\n\nQuokka manifests name each deploy.\n",
+                                            importance="0.9", date="2026-10-01", entities="[Hydra]"))
+    env.write("memory/deploy-window.md", note("deploy window", "Staging deploys wait for the Tuesday window.\n",
+                                              importance="0.2", date="2025-01-01"))
+    env.write("memory/quokka.md", note("quokka", "Quokka manifests are YAML; hydra lints them.\n", date="2026-11-20"))
+    env.sync()
+    (env.vault / "memory/deploy-window.md").write_text("edited after indexing\n")
+    with VaultIndex(env.settings()) as idx:
+        for text, kw in (("staging deploy", {}), ("hydra quokka staging", {"half_life_days": 90}),
+                         ("deploy window on Tuesday", {"k": 3}), ("staging deploy", {"history": True})):
+            q = Query(text, explain=True, **kw)
+            got, _ = Searcher(idx).search(q)
+            want, _ = Afresh(idx).search(q)
+            assert [h.to_json() for h in got] == [h.to_json() for h in want], text
+            assert any("expanded_with" in h.explain for h in got), text  # it did look twice
+    assert any(h.changed for h in want)
+
+
 def test_text_mode_looks_once(env):
     _second_look_vault(env)
     hits = env.query("staging deploy", mode="text", explain=True)

@@ -277,10 +277,11 @@ class Searcher:
 
         found = Candidates(q, tq, n, allow, deny, state, unknown, text=_best_per_note(text_hits),
                            vector=_best_per_note(vec_hits), entity=_best_per_note(ent_hits))
-        scored, notes = self._rank(found, known)
+        factors: dict[str, tuple[float, ...]] = {}
+        scored, notes = self._rank(found, known, factors)
         shown = _Shown()
         if q.mode == "hybrid" and cfg.expand_terms and cfg.expand_notes and found.text and scored:
-            scored, notes, found = self._look_again(found, scored, notes, qvec, shown)
+            scored, notes, found = self._look_again(found, scored, notes, qvec, shown, factors)
         if q.history:
             scored = _newest_first_within_chains(scored, notes, self._rows_as_of(state))
         top = scored[: q.k]
@@ -352,22 +353,26 @@ class Searcher:
                 out.add(key)
         return out
 
-    def _rank(self, found: Candidates, known: dict[str, NoteRecord] | None = None) -> tuple[list[Scored], dict[str, NoteRecord]]:
+    def _rank(self, found: Candidates, known: dict[str, NoteRecord] | None = None,
+              factors: dict[str, tuple[float, ...]] | None = None) -> tuple[list[Scored], dict[str, NoteRecord]]:
         """(score, note key, explain parts) best first, and the catalog rows of the candidates
         (those in `known` not read again): the fused engines' scores times the ranking factors,
-        plus the bonuses."""
+        plus the bonuses. A note's factors and bonuses do not change with the engines' scores:
+        those worked out before are taken from `factors`, and those worked out now are added to
+        it (the second look ranks mostly the same notes again)."""
         cfg, q, ent_best = self.cfg, found.q, found.entity
         fused = self._fuse(found.text, found.vector, q.mode, q.explain)
         wanted = set(fused) | set(ent_best)
         notes = {k: known[k] for k in wanted & known.keys()} if known else {}
         notes.update(self._rows_as_of(found.state)(wanted - notes.keys()))
-        feedback = self.usage.weights(notes) if self.usage is not None and cfg.feedback_weight else {}
+        factors = {} if factors is None else factors
+        new = [key for key in notes if key not in factors]
+        feedback = self.usage.weights(new) if self.usage is not None and cfg.feedback_weight and new else {}
         now = q.as_of if q.as_of is not None else time.time()
-        named = dates.spans(q.text) if cfg.date_weight else []
+        named = dates.spans(q.text) if cfg.date_weight and new else []
         half_life = q.half_life_days if q.half_life_days is not None else cfg.half_life_days
-        scored: list[tuple[float, str, dict[str, Any]]] = []
-        for key, row in notes.items():
-            base, parts = fused.get(key, (0.0, {}))
+        for key in new:
+            row = notes[key]
             imp = 1.0 + cfg.importance_weight * (2.0 * (row.importance if row.importance is not None else 0.5) - 1.0)
             fb = 1.0 + cfg.feedback_weight * (2.0 * feedback.get(key, NEUTRAL) - 1.0)
             decay = 1.0
@@ -375,10 +380,14 @@ class Searcher:
                 decay = 0.5 ** (max(0.0, now - written_at(row)) / 86400.0 / half_life)
             shared = ent_best[key][1] if key in ent_best else 0.0
             bonus = min(cfg.entity_cap, cfg.entity_weight * shared)
+            fit = dates.closeness(named, row.date_ts) if named else 0.0
+            factors[key] = (imp, fb, decay, shared, bonus, fit, cfg.date_weight * fit)
+        scored: list[tuple[float, str, dict[str, Any]]] = []
+        for key in notes:
+            base, parts = fused.get(key, (0.0, {}))
+            imp, fb, decay, shared, bonus, fit, dated = factors[key]
             if base <= 0 and bonus <= 0:
                 continue
-            fit = dates.closeness(named, row.date_ts) if named else 0.0
-            dated = cfg.date_weight * fit
             score = base * imp * fb * decay + bonus + dated
             if q.explain:  # built only when asked: rounding every candidate's factors cost ~0.5 ms a query
                 parts.update({"fused": round(base, 6), "importance_factor": round(imp, 4),
@@ -390,7 +399,7 @@ class Searcher:
         return scored, notes
 
     def _look_again(self, found: Candidates, scored: list[Scored], notes: dict[str, NoteRecord], qvec,
-                    shown: _Shown) -> tuple[list[Scored], dict[str, NoteRecord], Candidates]:
+                    shown: _Shown, factors: dict[str, tuple[float, ...]]) -> tuple[list[Scored], dict[str, NoteRecord], Candidates]:
         """The second look of a hybrid query: the words that most set apart the first look's
         best notes join the full-text query (pseudo-relevance feedback) and the candidates are
         ranked again. The notes the words came from keep their first scores: scored again by
@@ -421,7 +430,7 @@ class Searcher:
         finally:  # the thread beside is done with the catalog (and Tantivy) before this returns
             text_hits, new_rows = looked_up.result()
         widened = _best_per_note(text_hits)
-        again, more = self._rank(replace(found, text=widened), known={**notes, **new_rows})
+        again, more = self._rank(replace(found, text=widened), known={**notes, **new_rows}, factors=factors)
         kept = {key for _, key, _ in sources}
         for key in kept:  # shown by the chunk the first look found them by
             if key in found.text:
@@ -589,8 +598,12 @@ class Searcher:
         if mode == "vector":
             wv = 1.0
         out: dict[str, tuple[float, dict]] = {}
-        t_rank = {k: i + 1 for i, k in enumerate(sorted(text_best, key=lambda k: -text_best[k][1]))}
-        v_rank = {k: i + 1 for i, k in enumerate(sorted(vec_best, key=lambda k: -vec_best[k][1]))}
+        rrf = cfg.fusion == "rrf" and mode == "hybrid"
+        t_rank: dict[str, int] = {}
+        v_rank: dict[str, int] = {}
+        if explain or rrf:  # the ranks: only RRF and `explain` read them
+            t_rank = {k: i + 1 for i, k in enumerate(sorted(text_best, key=lambda k: -text_best[k][1]))}
+            v_rank = {k: i + 1 for i, k in enumerate(sorted(vec_best, key=lambda k: -vec_best[k][1]))}
         t_max = max((s for _, s in text_best.values()), default=0.0) or 1.0
         v_scores = [s for _, s in vec_best.values()]
         v_max, v_min = (max(v_scores), min(v_scores)) if v_scores else (1.0, 0.0)
@@ -603,7 +616,7 @@ class Searcher:
                 parts["text_rank"], parts["bm25"] = t_rank[key], round(text_best[key][1], 4)
             if explain and key in vec_best:
                 parts["vector_rank"], parts["cosine"] = v_rank[key], round(vec_best[key][1], 4)
-            if cfg.fusion == "rrf" and mode == "hybrid":
+            if rrf:
                 k = cfg.rrf_k
                 s = (wt / (k + t_rank[key]) if key in t_rank else 0.0) + (wv / (k + v_rank[key]) if key in v_rank else 0.0)
                 s /= (wt + wv) / (k + 1)
