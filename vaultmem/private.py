@@ -13,8 +13,8 @@ not make, but for the state and cache directories, which are vaultmem's own.
 
 from __future__ import annotations
 
+import _socket  # the socket module's C half: see client.py
 import os
-import socket
 import stat
 import sys
 from pathlib import Path
@@ -166,16 +166,16 @@ def socket_problem(path: str) -> str | None:
     return None
 
 
-def peer_uid(sock: socket.socket) -> int | None:
+def peer_uid(sock: _socket.socket) -> int | None:
     """The uid of the process at the other end of a connected Unix socket (None where the
     system cannot say)."""
-    if not hasattr(socket, "SO_PEERCRED"):
+    if not hasattr(_socket, "SO_PEERCRED"):
         return None
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid, 32 bits each
+    creds = sock.getsockopt(_socket.SOL_SOCKET, _socket.SO_PEERCRED, 12)  # struct ucred: pid, uid, gid, 32 bits each
     return int.from_bytes(creds[4:8], sys.byteorder)
 
 
-def peer_problem(sock: socket.socket, path: str) -> str | None:
+def peer_problem(sock: _socket.socket, path: str) -> str | None:
     """Why the process answering on `path` is not to be trusted (another uid), or None."""
     try:
         uid = peer_uid(sock)
