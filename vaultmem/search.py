@@ -23,7 +23,7 @@ existed, and were current, at that moment.
 The engines are reached only through VaultIndex and never written; the one write is to the
 usage records (which notes were returned, for which task).
 
-About 760 lines, one pipeline: each stage (scope, candidates, second look, ranking, chain
+About 880 lines, one pipeline: each stage (scope, candidates, second look, ranking, chain
 order, hits) reads the one before it (`Candidates`, the catalog's records), and the formula
 above is checked most easily beside the code that computes it.
 """
