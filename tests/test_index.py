@@ -6,12 +6,34 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from conftest import note, run_cli, write
 
 from vaultmem.errors import EmbedderMismatchError, IndexMissingError, VaultmemError
 from vaultmem.index import VaultIndex
 from vaultmem.vectors import Vectors
+
+
+GLOB_PARTS = ["memory", ".claude", "rules", "agent-memory-x", ".codex", "memories", "CLAUDE.md", "AGENTS.md", "a.md",
+              "b.mdc", ".git", "node_modules", "x.md~", ".n.md.swp", "4913", "t.tmp", ".clinerules", "docs", "notes", "日本"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(paths=st.lists(st.lists(st.sampled_from(GLOB_PARTS), min_size=1, max_size=6).map("/".join), min_size=1, max_size=40),
+       extra=st.lists(st.sampled_from(["docs/*.md", "**", "notes/**", "*.md", "**/notes/?.md", "memory/**/*.md",
+                                       "**/日本/**", "a.md"]), max_size=3))
+def test_the_globs_one_regex_matches_the_paths_some_glob_matches(paths, extra):
+    """A scan tests each file against all the include globs, and all the exclude ones, with one
+    regex each, in which the globs that begin with `**/` share that beginning; it must match
+    exactly the paths that one of the globs matches on its own."""
+    import re
+    from vaultmem import scan
+    from vaultmem.config import DEFAULTS
+    for globs in (tuple(DEFAULTS["index"]["include"]) + tuple(extra), tuple(DEFAULTS["index"]["exclude"]) + tuple(extra)):
+        alone = [re.compile(scan._glob_source(g)) for g in globs]
+        for path in paths:
+            assert scan.matches(path, globs) == any(r.match(path) for r in alone), (path, globs)
 
 
 def test_default_globs_pick_what_coding_agents_read_as_memory(env):
