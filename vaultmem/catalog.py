@@ -350,7 +350,11 @@ class Catalog:
             rows = self.db.execute(f"{cols} AND path=? UNION ALL {cols} AND path>=? AND path<?",
                                    (vault, under, vault, under + "/", under + "0"))
         else:
-            rows = self.db.execute(cols, (vault,))
+            # a vault of most notes is read in the table's order: by its index on vault, each row
+            # was a lookup of its own, in topic order (50,000 notes: 0.11 s, read in order 0.055)
+            mine = self.db.execute("SELECT COUNT(*) FROM notes WHERE vault=?", (vault,)).fetchone()[0]
+            table = "notes NOT INDEXED" if 4 * mine > self.size() else "notes"
+            rows = self.db.execute(f"SELECT key, size, mtime_ns, hash, status FROM {table} WHERE vault=?", (vault,))
         return {r[0]: FileState(r[1], r[2], r[3], r[4]) for r in rows}
 
     def paths(self, vault: str) -> list[str]:
