@@ -286,6 +286,28 @@ def test_word_trigrams_skip_numbers_short_and_overlong_words():
     assert fold("résumé ά 한") == "resume ά 한"  # one character for one: snippet offsets hold
 
 
+def test_word_trigrams_fold_the_text_once_as_each_word_alone_would_be():
+    """word_trigrams folds the whole text once, not word by word: the same only while folding
+    keeps each character's place, whether it is a word character and whether it is a digit.
+    Checked for every code point, and on text with accents, a Kelvin sign, Greek and CJK."""
+    import sys
+    from vaultmem.text import MAX_WORD_CHARS, WORD, fold, trigrams, word_trigrams
+    for c in map(chr, range(sys.maxunicode + 1)):
+        f = fold(c)
+        assert len(f) == 1 and bool(WORD.fullmatch(c)) == bool(WORD.fullmatch(f)) and c.isdigit() == f.isdigit(), hex(ord(c))
+    for text in ("café naïve résumé", "\u212aelvin ångström", "ά έ ή 日本語 한국어 mixed", "x² ①②③ 42 four2"):
+        each = [t for w in WORD.findall(text) if 3 <= len(w) <= MAX_WORD_CHARS and not w.isdigit() for t in trigrams(w)]
+        assert word_trigrams(text) == each, text
+
+
+def test_gram_tokens_are_bigrams_numbered_within_a_run_and_apart_across_runs():
+    from vaultmem.text import gram_tokens
+    assert gram_tokens("日本語 x 한 국어", lambda *t: t) == [
+        ("日本", 0, 0, 2), ("本語", 1, 1, 3),  # one run: consecutive positions, offsets in the text
+        ("한", 4, 6, 7),  # a one-character run is its own unigram, two positions on
+        ("국어", 7, 8, 10)]
+
+
 def test_a_word_the_index_knows_is_not_loosened(env):
     env.write("memory/cart.md", note("cart", "The shopping cart keeps its items.\n"))
     env.write("memory/map.md", note("map", "Cartography of the old harbour.\n"))

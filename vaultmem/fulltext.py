@@ -191,7 +191,7 @@ class FullText:
         doc = tantivy.Document()
         doc.add_text("chunk", cid)
         doc.add_text("note", note.key)
-        tokens = [tantivy.Token(t.text, t.position, t.start, t.end) for t in gram_tokens(text)]
+        tokens = gram_tokens(text, tantivy.Token)
         if tokens:
             doc.add_pre_tokenized_text("grams", tantivy.PreTokenizedString(text, tokens))
         for e in ents:
