@@ -150,7 +150,8 @@ def test_the_tokenizers_prefix_table_is_made_for_a_backlog_and_dropped_once_it_i
             fast_tokenizer(w.index.embedder, False)  # as the daemon leaves it after its warm-up
             w.index.vectors_later_at = 5  # a reconcile of 5 notes or more leaves their vectors for later
             w._apply([Work("reconcile", reason="test")])
-            w._count_vectors_left()  # as the writer's loop does after each batch
+            assert w._count_vectors_left()  # as the writer's loop does after each batch
+            w._begin_fill()  # ... and, a backlog begun, after telling the batch's waiters
             assert w.vectors_left == 12 and isinstance(tokenizer._prefixes, dict)
             monkeypatch.setattr(wrmod, "FILL_NOTES", 5)
             w._fill_step()
@@ -161,6 +162,38 @@ def test_the_tokenizers_prefix_table_is_made_for_a_backlog_and_dropped_once_it_i
             assert w.index.vectors.count() == 12
         finally:
             fast_tokenizer(w.index.embedder, True)
+
+
+def test_a_first_index_is_searchable_before_its_background_embedding_is_readied(tmp_path, monkeypatch):
+    """Readying the background embedding of a backlog loads the model and opens the vector
+    table (~0.7 s); a reconcile's waiter (the daemon's start-up: it is ready when told) is told
+    first, so a first index is searchable by words that much sooner."""
+    vault = tmp_path / "vault"
+    for i in range(8):
+        atomic_save(vault / f"memory/n{i}.md", f"# Note {i}\n\nthe numbat {i} digs\n")
+    with writer_in_process(tmp_path, vault) as w:
+        w.index.vectors_later_at = 5
+        done = threading.Event()
+        told: list[bool] = []
+        begin = w._begin_fill
+
+        def readied() -> None:
+            told.append(done.is_set())
+            begin()
+        monkeypatch.setattr(w, "_begin_fill", readied)
+        w.start()
+        try:
+            w.enqueue(Work("reconcile", reason="start-up", done=done))
+            assert done.wait(60)
+            deadline = time.monotonic() + 60
+            while not told and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert told == [True]
+            while w.vectors_left and time.monotonic() < deadline:  # and then the backlog is embedded
+                time.sleep(0.01)
+        finally:
+            w.stop()
+        assert w.index.vectors.count() == 8
 
 
 def test_a_long_fill_compacts_the_vector_table_less_often_as_it_grows(tmp_path, monkeypatch):
@@ -175,7 +208,8 @@ def test_a_long_fill_compacts_the_vector_table_less_often_as_it_grows(tmp_path, 
     with writer_in_process(tmp_path, vault) as w:
         w.index.vectors_later_at = 5
         w._apply([Work("reconcile", reason="test")])
-        w._count_vectors_left()
+        assert w._count_vectors_left()
+        w._begin_fill()
         monkeypatch.setattr(wrmod, "FILL_NOTES", 2)
         monkeypatch.setattr(wrmod, "FILL_OPTIMIZE_STEPS", 2)
         compacted_at: list[int] = []

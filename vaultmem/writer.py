@@ -174,12 +174,14 @@ class Writer:
                 if not stop:
                     self._retry_after(delay)
             self.in_flight = 0
-            self._count_vectors_left()
+            backlog = self._count_vectors_left()
             for w in batch:
                 if w.done is not None:
                     w.done.set()
             if stop:
                 return
+            if backlog:
+                self._begin_fill()
 
     def _next(self) -> Work | None:
         """The next work to do; None when notes wait for their vectors and nothing else is
@@ -192,15 +194,24 @@ class Writer:
         except queue.Empty:
             return None
 
-    def _count_vectors_left(self) -> None:
+    def _count_vectors_left(self) -> bool:
+        """Count the notes left without vectors; True when a new backlog of them begins."""
         left = self.index.catalog.unembedded_count()
+        begins = False
         if left > self.vectors_left or not self.vectors_left:  # a new backlog: its progress from here
             self._fill_from, self._fill_started = left, time.monotonic()
             self._fill_compacted = 0
-            if left:
-                self.index.vectors.expect(self.index.catalog.unembedded_chunks())
-                fast_tokenizer(self.index.embedder, True)  # its table of prefixes while a backlog is embedded
+            begins = left > 0
         self.vectors_left = left
+        return begins
+
+    def _begin_fill(self) -> None:
+        """Ready what embedding a backlog in the background needs: room in the in-memory vectors,
+        the tokenizer's table of prefixes, and so the model and the vector table. Done after the
+        batch's waiters are told: a first index is searchable by words (the daemon ready) without
+        waiting for them (~0.7 s at 10,000 notes)."""
+        self.index.vectors.expect(self.index.catalog.unembedded_chunks())
+        fast_tokenizer(self.index.embedder, True)  # its table of prefixes while a backlog is embedded
 
     def _fill_step(self) -> None:
         """Embed the vectors of a few notes that have none yet, and let the readers see them."""
