@@ -159,6 +159,35 @@ def _small_disk(path, size: str):
     return path if r.returncode == 0 else None
 
 
+def test_a_vector_table_that_cannot_be_made_on_a_full_disk_reads_as_empty_and_is_made_at_its_first_write(tmp_path):
+    """A first index leaves its vector table to be made with its first vectors, after the notes
+    are searchable by words, and by then the disk may be full: making it failed half way, and the
+    half-made table then read as damage (every hybrid query failed). Now what was made is
+    removed, the table reads as empty until its first write makes it, and a table whose making a
+    kill cut short is made anew."""
+    import subprocess
+    import numpy as np
+    from vaultmem.vectors import Vectors
+    small = _small_disk(tmp_path / "small", "256k")
+    if small is None:
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        filler = small / "filler"
+        with open(filler, "wb") as f:
+            with pytest.raises(OSError):
+                f.write(b"x" * (1 << 20))
+        v = Vectors(small / "lance", "test-embedder", 8)
+        assert v.count() == 0 and v.search(np.ones(8, dtype=np.float32), 5) == []
+        assert not (small / "lance" / "chunks.lance").exists()
+        filler.unlink()
+        v.replace(set(), [("v:a.md#0", "v:a.md", "h", np.ones(8, dtype=np.float32))])
+        assert v.count() == 1 and Vectors(small / "lance", "test-embedder", 8).count() == 1
+        (small / "lance2" / "chunks.lance" / "_versions").mkdir(parents=True)  # killed before its first version
+        assert Vectors(small / "lance2", "test-embedder", 8).count() == 0
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)
+
+
 @pytest.mark.slow
 def test_a_full_disk_is_said_in_one_line_retried_with_a_pause_and_recovered_from(tmp_path):
     """On a full disk the daemon's writer retried at once, in a loop: 75,000 failed batches and

@@ -31,7 +31,7 @@ from .catalog import indexed_vaults
 from .client import REBUILDING, STILL_INDEXING, socket_problem
 from .config import Settings, Vault, default_config_path
 from .embedders import fast_tokenizer, private_cache
-from .errors import DiskFullError, IndexDamagedError, IndexRemadeError, UsageError, VaultmemError
+from .errors import DiskFullError, IndexDamagedError, IndexRemadeError, UsageError, VaultmemError, is_disk_full
 from .index import VaultIndex
 from .query import check_unicode
 from .search import Searcher
@@ -338,8 +338,11 @@ class Daemon:
         except IndexRemadeError:  # a rebuild or repair began meanwhile: its table is loaded by the next query
             log.info("warm-up stopped: the vector index was made anew meanwhile")
             return
-        except Exception:  # warming is an optimisation; the first query will load what it needs
-            log.exception("warm-up failed")
+        except Exception as err:  # warming is an optimisation; the first query will load what it needs
+            if is_disk_full(err):  # the vector table is made with its first vectors (after the words)
+                log.warning("warm-up stopped: %s", err)
+            else:
+                log.exception("warm-up failed")
             return
         if self.writer is not None and not self.writer.vectors_left:  # else the background embedding uses it
             fast_tokenizer(self.reader.embedder, False)  # the model, and so its tokenizer, is shared

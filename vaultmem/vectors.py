@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
+import shutil
 import sys
 import threading
 import time
@@ -78,7 +80,7 @@ import pyarrow as pa  # noqa: E402
 from lancedb.index import IvfPq  # noqa: E402
 
 from . import integrity  # noqa: E402
-from .errors import EmbedderMismatchError  # noqa: E402
+from .errors import EmbedderMismatchError, is_disk_full  # noqa: E402
 
 log = logging.getLogger(__name__)
 # Arrow's default pool (jemalloc) keeps freed memory for reuse; the daemon loads the table once
@@ -255,6 +257,15 @@ _LANCE_ERRORS = (RuntimeError, OSError, ValueError, pa.ArrowException)
 _reads = integrity.guard_reads("vectors", _LANCE_ERRORS)
 
 
+def _has_manifest(table: Path) -> bool:
+    """Whether a table's directory holds a version of it (a manifest): a table's first version
+    is its making's last step."""
+    try:
+        return any(name.endswith(".manifest") for name in os.listdir(table / "_versions"))
+    except OSError:
+        return False
+
+
 class Vectors:
     def __init__(self, directory: Path, embedder_id: str, dim: int, dtype: str = "float16", writable: bool = True):
         """Open the table in `directory`, made when missing if `writable`; a reader finds no
@@ -283,8 +294,14 @@ class Vectors:
             metadata={"embedder": embedder_id, "dim": str(dim), "dtype": dtype},
         )
         self.table: Any = None  # lancedb.Table, whose type hints lag its API
+        made = directory / f"{TABLE}.lance"
         try:
             exists = directory.is_dir() and TABLE in self.db.list_tables().tables
+            if exists and writable and not _has_manifest(made):
+                # its making was cut short (a full disk, a kill) before its first version: it
+                # holds nothing, and is made anew below (opened, it reads as damage)
+                shutil.rmtree(made, ignore_errors=True)
+                exists = False
             if exists:
                 self.table = self.db.open_table(TABLE)
         except _LANCE_ERRORS as err:
@@ -298,11 +315,25 @@ class Vectors:
                     f"run `vaultmem index --rebuild` to re-embed every note"
                 )
         elif writable:
-            self.table = self.db.create_table(TABLE, schema=self.schema)
+            try:
+                self._make()
+            except Exception as err:  # a full disk: read as empty meanwhile, made at its first write
+                if not is_disk_full(err):
+                    raise
+                log.warning("the vector table is made at its first write: %s", err)
         self._memory: _Memory | None = None
         self._memory_lock = threading.Lock()
         self.expected_rows = 0  # rows known to be coming (expect)
         self._mask_cache: list[tuple] = []  # (view, allow, deny, mask), newest last
+
+    def _make(self) -> None:
+        """Make the (empty) table; what was made of it on a failure (a full disk) is removed, so
+        that it is not read as damage."""
+        try:
+            self.table = self.db.create_table(TABLE, schema=self.schema)
+        except BaseException:
+            shutil.rmtree(self.directory / f"{TABLE}.lance", ignore_errors=True)
+            raise
 
     @_reads
     def count(self) -> int:
@@ -330,7 +361,11 @@ class Vectors:
 
     def replace(self, delete_notes: set[str], rows: list[tuple[str, str, str, np.ndarray]]) -> None:
         """Remove every chunk of `delete_notes`, then add `rows` (chunk, note, hash, vector)."""
-        if delete_notes:
+        if self.table is None:  # not made yet (a full disk when it was opened): nothing to remove
+            if not rows:
+                return
+            self._make()
+        elif delete_notes:
             self.table.delete(in_list("note", delete_notes))
         if rows:
             mat = np.stack([r[3] for r in rows]).astype(self.np_dtype)
@@ -455,6 +490,8 @@ class Vectors:
         with warnings.catch_warnings():
             # we are the table's only writer; other processes open it afresh for each query
             warnings.simplefilter("ignore", UserWarning)
+            if self.table is None:  # not made yet: nothing to compact
+                return
             self.table.optimize(cleanup_older_than=timedelta(seconds=0))
             rows = self.count()
             if rows > EXACT_MAX_ROWS and not self.has_index():
@@ -505,4 +542,4 @@ class Vectors:
             self.table.checkout_latest()
 
     def has_index(self) -> bool:
-        return any("vector" in idx.columns for idx in self.table.list_indices())
+        return self.table is not None and any("vector" in idx.columns for idx in self.table.list_indices())

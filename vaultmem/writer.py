@@ -181,7 +181,10 @@ class Writer:
             if stop:
                 return
             if backlog:
-                self._begin_fill()
+                try:
+                    self._begin_fill()
+                except Exception as err:  # the fill steps meet it again, and say it (a full disk in one line)
+                    log.debug("readying the background embedding failed: %s", err)
 
     def _next(self) -> Work | None:
         """The next work to do; None when notes wait for their vectors and nothing else is
