@@ -779,7 +779,11 @@ class VaultIndex:
             texts = [[embed_text(n, c) for c in n.chunks] for n, _, _ in notes]
             hashes = [[content_hash(t) for t in ts] for ts in texts]
             wanted = {h for hs in hashes for h in hs}
-            have = self.vectors.vectors_for_hashes(wanted)
+            # a first index, its vectors left for later, has no vector table yet: nothing in one to
+            # reuse or remove, and LanceDB (0.5 s to import, and its event loop's thread beside
+            # the parsing) is opened once the notes are searchable by words (Writer._begin_fill)
+            bare = vectors_later and not self.vectors_open and not integrity.vector_files(self.state_dir / "lance")
+            have = {} if bare else self.vectors.vectors_for_hashes(wanted)
             missing = sorted(wanted - set(have))
             if missing and vectors_later:
                 # searchable by words now; the vectors are filled in by fill_vectors
@@ -802,8 +806,9 @@ class VaultIndex:
                 if note.key not in later:  # a note has all its vectors or none
                     rows.extend((cid, note.key, h, have[h]) for cid, h in zip(ids, hs))
             self.fulltext.commit()
-            self.vectors.replace(set(keys) | set(gone), rows)
-            self._wrote_vectors()
+            if not bare:
+                self.vectors.replace(set(keys) | set(gone), rows)
+                self._wrote_vectors()
         self.catalog.write(
             [(n, s.size, s.mtime_ns, d, hs) for (n, s, d), hs in zip(notes, hashes)], skipped, gone, keys + gone,
             same, chains, unembedded=later)

@@ -157,9 +157,12 @@ def engine_problems(idx: "VaultIndex", sample: int = SAMPLE_CHUNKS, parts: tuple
         if said := _said_unreadable(idx.state_dir, name):
             out[name] = f"could not be read by a query ({said})"
             continue
-        if name == "vectors" and not idx.vectors_open and (idx.catalog.get_meta("vector_files") or "-") == \
-                vector_files(idx.state_dir / "lance"):
-            continue  # the files are as this index last wrote them
+        if name == "vectors" and not idx.vectors_open:
+            files = vector_files(idx.state_dir / "lance")
+            if (idx.catalog.get_meta("vector_files") or "-") == files:
+                continue  # the files are as this index last wrote them
+            if not files and not want_vectors:
+                continue  # no table, and none wanted yet (a first index, its vectors left for later)
         try:
             e = engine()
             have, should = e.count(), want_vectors if name == "vectors" else want
