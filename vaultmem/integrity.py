@@ -42,6 +42,15 @@ def catalog_problem(db: sqlite3.Connection) -> str | None:
     return None if rows == ["ok"] else "; ".join(rows)
 
 
+def table_versions(table: Path) -> list[tuple[str, int]]:
+    """(name, size) of each version (manifest) of a LanceDB table's directory, sorted; none
+    when it has none (not there, or its making cut short before its first version)."""
+    try:
+        return sorted((e.name, e.stat().st_size) for e in os.scandir(table / "_versions") if e.name.endswith(".manifest"))
+    except OSError:
+        return []
+
+
 def vector_files(directory: Path) -> str:
     """What the vector table's files are now (its manifests' names and sizes, its data files'
     count and bytes), as a digest, without opening LanceDB (0.5 s to import): kept in the
@@ -49,13 +58,12 @@ def vector_files(directory: Path) -> str:
     or cut short at the cost of two directory listings, and opens the table only then. ""
     when there is no table."""
     table = directory / "chunks.lance"
+    manifests = table_versions(table)
+    if not manifests:
+        return ""
     try:
-        manifests = sorted((e.name, e.stat().st_size) for e in os.scandir(table / "_versions")
-                           if e.name.endswith(".manifest"))
         data = [e.stat().st_size for e in os.scandir(table / "data") if e.name.endswith(".lance")]
     except OSError:
-        return ""
-    if not manifests:
         return ""
     return hashlib.blake2b(repr((manifests, len(data), sum(data))).encode(), digest_size=12).hexdigest()
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import importlib.util
 import logging
-import os
 import shutil
 import sys
 import threading
@@ -257,15 +256,6 @@ _LANCE_ERRORS = (RuntimeError, OSError, ValueError, pa.ArrowException)
 _reads = integrity.guard_reads("vectors", _LANCE_ERRORS)
 
 
-def _has_manifest(table: Path) -> bool:
-    """Whether a table's directory holds a version of it (a manifest): a table's first version
-    is its making's last step."""
-    try:
-        return any(name.endswith(".manifest") for name in os.listdir(table / "_versions"))
-    except OSError:
-        return False
-
-
 class Vectors:
     def __init__(self, directory: Path, embedder_id: str, dim: int, dtype: str = "float16", writable: bool = True):
         """Open the table in `directory`, made when missing if `writable`; a reader finds no
@@ -297,7 +287,7 @@ class Vectors:
         made = directory / f"{TABLE}.lance"
         try:
             exists = directory.is_dir() and TABLE in self.db.list_tables().tables
-            if exists and writable and not _has_manifest(made):
+            if exists and writable and not integrity.table_versions(made):
                 # its making was cut short (a full disk, a kill) before its first version: it
                 # holds nothing, and is made anew below (opened, it reads as damage)
                 shutil.rmtree(made, ignore_errors=True)
